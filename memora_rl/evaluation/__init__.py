@@ -1,0 +1,1 @@
+"""Offline evaluation of policies: runs, metrics, reports, plots and comparisons."""

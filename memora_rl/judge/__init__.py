@@ -1,0 +1,1 @@
+"""The trajectory judge: correctness, redundancy and cost graders combined by a rubric."""

@@ -1,0 +1,1 @@
+"""Talking to language models: the model registry, the OpenAI-compatible client, the vLLM server."""

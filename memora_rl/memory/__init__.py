@@ -1,0 +1,1 @@
+"""The harmonic memory graph: records, the SQLite store, search and frontier."""

@@ -1,0 +1,93 @@
+"""Records of the harmonic memory graph: episodes, entries (abstraction + value), cue anchors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+EntryKind = Literal["factual", "episodic", "semantic"]
+
+
+class Episode(BaseModel):
+    """A conversation segment (raw text or a narrative) that entries are grouped under."""
+
+    id: str
+    graph_id: str
+    text: str
+    title: str = ""
+    """A short cue or title (NEMORI's episode cue)."""
+    source_turn_ids: list[str] = Field(default_factory=list)
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+
+class ValueVersion(BaseModel):
+    """An earlier value of an entry, kept when a newer value replaced or merged it."""
+
+    value: str
+    abstraction: str
+    source_turn_ids: list[str] = Field(default_factory=list)
+    recorded_at: datetime | None = None
+
+
+class MemoryEntry(BaseModel):
+    """A memory: a stable primary abstraction paired with a concrete value."""
+
+    id: str
+    graph_id: str
+    abstraction: str
+    """What the memory is about, e.g. "Alice's employer"."""
+    value: str
+    """The concrete content, e.g. "Alice works at Nova as a backend engineer since 9 May 2026"."""
+    kind: EntryKind = "factual"
+    episode_ids: list[str] = Field(default_factory=list)
+    source_turn_ids: list[str] = Field(default_factory=list)
+    """Provenance: the conversation turns this memory came from (LoCoMo style `D3:7`)."""
+    speaker: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    history: list[ValueVersion] = Field(default_factory=list)
+    """Older values, oldest first; never silently overwritten."""
+    anchor_ids: list[str] = Field(default_factory=list)
+
+
+class CueAnchor(BaseModel):
+    """A cue such as "Alice + job" that links entries many-to-many."""
+
+    id: str
+    graph_id: str
+    text: str
+    entry_ids: list[str] = Field(default_factory=list)
+
+
+class EntryCandidate(BaseModel):
+    """A proposed memory before create-or-update decides whether it is new or merges."""
+
+    abstraction: str
+    value: str
+    kind: EntryKind = "factual"
+    episode_ids: list[str] = Field(default_factory=list)
+    source_turn_ids: list[str] = Field(default_factory=list)
+    speaker: str | None = None
+    time: datetime | None = None
+    anchors: list[str] = Field(default_factory=list)
+    """Cue anchor texts ("<entity> + <aspect>") to link, existence-checked by the store."""
+
+
+class SearchHit(BaseModel):
+    """One search result: an entry and its fused score."""
+
+    entry_id: str
+    score: float
+
+
+class FrontierItem(BaseModel):
+    """An entry reachable from the working set, with the anchor that brought it."""
+
+    entry_id: str
+    anchor_id: str
+    anchor_text: str
+    score: float
+    """Cosine similarity of the entry to the current query."""

@@ -1,0 +1,123 @@
+"""The graph-store protocol: what callers may ask of any backend (SQLite now, pgvector later)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel
+
+from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, FrontierItem, MemoryEntry, SearchHit
+
+
+class MergeDecision(BaseModel):
+    """A decider's answer for a candidate: create a new entry, or merge into `target_id`."""
+
+    action: Literal["create", "merge"]
+    target_id: str | None = None
+    merged_value: str | None = None
+    """The value after merging (None keeps the candidate's value as the new value)."""
+    refined_abstraction: str | None = None
+    """A better abstraction for the merged entry, or None to keep the existing one."""
+
+
+Decider = Callable[[EntryCandidate, Sequence[MemoryEntry]], MergeDecision]
+"""Given a candidate and its similar existing entries (cosine >= gamma, top-k), decide."""
+
+
+class UpsertResult(BaseModel):
+    """What create-or-update did."""
+
+    entry: MemoryEntry
+    created: bool
+
+
+class SearchFilters(BaseModel):
+    """Optional restrictions on a search."""
+
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    speaker: str | None = None
+    episode_ids: list[str] | None = None
+
+
+class IntegrityReport(BaseModel):
+    """Result of a consistency check; `ok` is True when `problems` is empty."""
+
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+
+class GraphStore(Protocol):
+    """A collection of memory graphs (one per conversation or user), keyed by `graph_id`."""
+
+    def graph_ids(self) -> list[str]:
+        """Ids of the graphs held."""
+        ...
+
+    def add_episode(self, episode: Episode) -> Episode:
+        """Store an episode (embedding its text)."""
+        ...
+
+    def upsert_entry(self, graph_id: str, candidate: EntryCandidate, decider: Decider) -> UpsertResult:
+        """Create-or-update: compare with existing abstractions, let `decider` merge or create, link anchors."""
+        ...
+
+    def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:
+        """Link an entry to anchors, reusing an anchor with the same text."""
+        ...
+
+    def delete_entry(self, graph_id: str, entry_id: str) -> None:
+        """Delete an entry and prune anchors left without entries, in one transaction."""
+        ...
+
+    def get_entries(self, graph_id: str, entry_ids: Sequence[str]) -> list[MemoryEntry]:
+        """Entries by id, in the order asked."""
+        ...
+
+    def entries(self, graph_id: str) -> list[MemoryEntry]:
+        """All entries of a graph."""
+        ...
+
+    def episodes(self, graph_id: str) -> list[Episode]:
+        """All episodes of a graph."""
+        ...
+
+    def anchors(self, graph_id: str) -> list[CueAnchor]:
+        """All cue anchors of a graph."""
+        ...
+
+    def value_vectors(self, graph_id: str, entry_ids: Sequence[str]) -> np.ndarray:
+        """L2-normalised value embeddings, shape (len(entry_ids), dim), for redundancy scoring."""
+        ...
+
+    def search(
+        self, graph_id: str, query: str | np.ndarray, k: int = 10, filters: SearchFilters | None = None
+    ) -> list[SearchHit]:
+        """Fused (RRF) search over abstractions, values and anchors; `query` is text or a unit vector."""
+        ...
+
+    def frontier(
+        self,
+        graph_id: str,
+        working_set: Sequence[str],
+        visited: Sequence[str],
+        query: str | np.ndarray,
+        limit: int = 20,
+    ) -> list[FrontierItem]:
+        """Entries sharing an anchor with the working set, minus working set and visited, ranked by query."""
+        ...
+
+    def check_integrity(self) -> IntegrityReport:
+        """Database integrity plus graph invariants (no dangling anchor, no entry missing its anchors)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and close."""
+        ...

@@ -1,0 +1,1 @@
+"""Prompt rendering, the action grammar, retrieval policies and baselines."""

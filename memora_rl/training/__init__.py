@@ -1,0 +1,1 @@
+"""GRPO glue: rollouts over the env, generation backends, reward functions, the trainer."""
