@@ -36,10 +36,12 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEB
 
 def _register_subcommands() -> None:
     """Attach each sub-package's typer app; imports stay light so `--help` is fast."""
+    from memora_rl.data.cli import data_app
     from memora_rl.llm.cli import models_app, serve
 
     app.add_typer(models_app, name="models")
     app.command("serve")(serve)
+    app.add_typer(data_app, name="data")
 
 
 _register_subcommands()

@@ -34,6 +34,11 @@ class LLMError(MemoraError):
 class StructuredOutputError(LLMError):
     """An LLM answer did not match the requested JSON schema, even after one repair retry."""
 
+    def __init__(self, message: str, raw_text: str = "") -> None:
+        super().__init__(message)
+        self.raw_text = raw_text
+        """The last answer the model wrote, unparsed (for logs and debugging)."""
+
 
 class RolloutError(MemoraError):
     """An episode could not be played (generation backend failure, broken token alignment)."""

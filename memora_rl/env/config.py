@@ -1,0 +1,45 @@
+"""The retrieval env's one config: budget, action costs, limits and the judge's weights."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from memora_rl.config import StrictModel
+from memora_rl.errors import ConfigError
+from memora_rl.judge.config import JudgeConfig
+
+
+class EnvConfig(StrictModel):
+    """Budget and costs of the retrieval MDP (budget units are abstract: 1.0 = one expanded entry by default)."""
+
+    budget: float = Field(default=8.0, gt=0.0)
+    """Budget units available per episode; the episode is truncated when it runs out."""
+    expand_cost_per_id: float = Field(default=1.0, ge=0.0)
+    """Budget units charged per entry id added by an expand."""
+    refine_cost: float = Field(default=1.0, ge=0.0)
+    """Budget units charged per refine (a new search)."""
+    invalid_cost: float = Field(default=1.0, ge=0.0)
+    """Budget units charged for an action that does not parse or is not allowed."""
+    max_steps: int = Field(default=6, ge=1)
+    """Most actions per episode (stop included); the episode is truncated after the last."""
+    initial_top_k: int = Field(default=5, ge=1)
+    """Entries placed in the working set by the initial search and added by each refine."""
+    frontier_limit: int = Field(default=10, ge=1)
+    """Most frontier entries offered (and shown) per step, best first."""
+    max_ids_per_expand: int = Field(default=3, ge=1)
+    """Most entry ids one expand may name; more is an invalid action."""
+    max_prompt_tokens: int = Field(default=512, ge=64)
+    """Token budget of one rendered observation (policy tokenizer, or 4 characters per token)."""
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    """Reward weights and grader of the trajectory judge that scores the final step."""
+
+    @model_validator(mode="after")
+    def _budget_allows_an_action(self) -> EnvConfig:
+        """A budget below every action's cost would make every episode a truncation at step 0."""
+        cheapest = min(self.expand_cost_per_id, self.refine_cost)
+        if cheapest > self.budget:
+            raise ConfigError(
+                f"budget={self.budget} is below the cheapest action (expand_cost_per_id={self.expand_cost_per_id}, "
+                f"refine_cost={self.refine_cost}). Raise budget or lower the costs."
+            )
+        return self

@@ -1,0 +1,45 @@
+"""The `info` dict the retrieval env returns from `reset` and `step`, key by key."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from memora_rl.env.trajectory import ActionKind, StopReason, Trajectory
+
+
+class FrontierInfo(TypedDict):
+    """One frontier entry offered to the policy."""
+
+    id: str
+    """Entry id the policy may name in an expand."""
+    anchor: str
+    """Text of the cue anchor that links it to the working set."""
+
+
+class StepInfo(TypedDict):
+    """Structured state after `reset` or `step` (a fresh dict every call; every key always present)."""
+
+    task_id: str
+    """Id of the task (question) being played."""
+    query: str
+    """The current search query (the question until a refine replaces it)."""
+    working_set_ids: list[str]
+    """Entry ids retrieved so far, in the order they were added."""
+    frontier: list[FrontierInfo]
+    """Entries the policy may expand next, best first."""
+    budget_left: float
+    """Budget units left."""
+    step: int
+    """Actions taken so far (0 after reset)."""
+    costs: dict[str, float]
+    """Budget units spent so far by kind: `expand`, `refine`, `invalid`, and `total`."""
+    action: ActionKind | None
+    """Kind of the action just taken (`invalid` when it did not parse or was not allowed); None after reset."""
+    parse_error: str | None
+    """Why the action just taken was invalid (parse or rule error), else None."""
+    stop_reason: StopReason | None
+    """On the final step: `stop` (terminated), `budget` or `max_steps` (truncated); else None."""
+    reward_components: dict[str, float]
+    """On the final step: the judge's components (G, R, C, ... by name); empty before."""
+    trajectory: Trajectory | None
+    """On the final step: the finished `Trajectory` the judge scored; None before."""

@@ -1,0 +1,136 @@
+"""Named environments: list them, look one up, and make it (data -> cached graph -> env + split tasks)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from memora_rl.config import apply_overrides
+from memora_rl.data.records import Corpus, Task
+from memora_rl.env.config import EnvConfig
+from memora_rl.env.retrieval import Judge, QueryEmbedder, RetrievalEnv
+from memora_rl.env.sources import data_fingerprint, load_corpus
+from memora_rl.env.spec import EnvSpec
+from memora_rl.errors import ConfigError
+from memora_rl.memory.store import GraphStore
+from memora_rl.paths import memora_home
+from memora_rl.policy.render import Tokenizer
+
+logger = logging.getLogger(__name__)
+
+ENV_MODULES: dict[str, str] = {
+    "synthetic": "envs.synthetic",
+    "locomo": "envs.locomo",
+    "longmemeval": "envs.longmemeval",
+}
+"""Env name -> module under `envs/` that defines `SPEC: EnvSpec`. Adding an env is one line here."""
+
+SplitName = Literal["train", "validation", "test", "all"]
+
+
+def list_envs() -> list[str]:
+    """Names accepted by `get_env_spec` and `make_env`, sorted."""
+    return sorted(ENV_MODULES)
+
+
+def get_env_spec(name: str) -> EnvSpec:
+    """The `EnvSpec` registered as `name`.
+
+    Raises:
+        ConfigError: `name` is unknown (the message lists the valid names) or its module defines no `SPEC`.
+    """
+    module_name = ENV_MODULES.get(name)
+    if module_name is None:
+        raise ConfigError(f"Unknown env {name!r}. Valid envs: {', '.join(list_envs())}.")
+    spec = getattr(importlib.import_module(module_name), "SPEC", None)
+    if not isinstance(spec, EnvSpec):
+        raise ConfigError(f"Module {module_name} must define SPEC = EnvSpec(...); found {type(spec).__name__}.")
+    return spec
+
+
+def resolve_env_config(spec: EnvSpec, overrides: Sequence[str] = ()) -> EnvConfig:
+    """The spec's `EnvConfig` with `key=value` overrides applied (e.g. `budget=4`, `judge.cost_weight=0`)."""
+    data = apply_overrides(spec.env.model_dump(mode="json"), list(overrides))
+    try:
+        return EnvConfig.model_validate(data)
+    except ValueError as error:
+        raise ConfigError(f"Invalid env override for {spec.name!r} ({', '.join(overrides)}): {error}") from error
+
+
+def graph_cache_path(spec: EnvSpec) -> Path:
+    """Default store file of an env: `memora_home()/graphs/<name>-<hash>.sqlite` (hash of data + builder)."""
+    builder = f"{spec.builder}|{'|'.join(spec.builder_overrides)}"
+    digest = hashlib.sha256(f"{data_fingerprint(spec.data)}|{builder}".encode()).hexdigest()[:12]
+    folder = memora_home() / "graphs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{spec.name}-{digest}.sqlite"
+
+
+def build_graphs(spec: EnvSpec, corpus: Corpus, store: GraphStore) -> None:
+    """Build every conversation's graph with the spec's builder (conversations already built are skipped)."""
+    from memora_rl.builders.registry import BuilderRequest, make_builder
+
+    builder = make_builder(spec.builder, BuilderRequest(overrides=list(spec.builder_overrides)))
+    for conversation in corpus.conversations:
+        report = builder.build(conversation, store)
+        if not report.skipped:
+            logger.info(
+                "Built graph %s with %s: %d entries in %.1f s",
+                report.graph_id,
+                spec.builder,
+                report.entries_created,
+                report.seconds,
+            )
+
+
+def split_tasks(spec: EnvSpec, corpus: Corpus, split: SplitName) -> list[Task]:
+    """The tasks of one split (excluded tasks dropped unless the spec keeps them)."""
+    tasks = [task for task in corpus.tasks if spec.include_excluded or not task.excluded]
+    if split == "all":
+        return tasks
+    from memora_rl.data.splits import split_tasks as split_by_method
+
+    splits = split_by_method(
+        tasks,
+        method=spec.split.method,
+        fractions=(spec.split.train, spec.split.validation, spec.split.test),
+        seed=spec.split.seed,
+    )
+    return list(splits[split])
+
+
+def make_env(
+    name: str,
+    split: SplitName = "train",
+    store_path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    tokenizer: Tokenizer | None = None,
+    judge: Judge | None = None,
+    embedder: QueryEmbedder | None = None,
+) -> tuple[RetrievalEnv, list[Task]]:
+    """Make the named env over its cached graph, and return it with the tasks of `split`.
+
+    The graph store defaults to `graph_cache_path(spec)` and is built with the spec's builder
+    when absent (or incomplete). `overrides` are `key=value` changes of the spec's `EnvConfig`.
+
+    Raises:
+        ConfigError: unknown env name or split, or a bad override.
+        DataError: the env's data file is missing (the message says where to put it).
+    """
+    if split not in ("train", "validation", "test", "all"):
+        raise ConfigError(f"Unknown split {split!r}. Valid splits: train, validation, test, all.")
+    spec = get_env_spec(name)
+    config = resolve_env_config(spec, overrides)
+    corpus = load_corpus(spec.data)
+    from memora_rl.memory import open_store
+
+    path = Path(store_path) if store_path is not None else graph_cache_path(spec)
+    store = open_store(path)
+    build_graphs(spec, corpus, store)
+    tasks = split_tasks(spec, corpus, split)
+    env = RetrievalEnv(store, config, tasks=tasks, tokenizer=tokenizer, judge=judge, embedder=embedder)
+    return env, tasks

@@ -1,0 +1,374 @@
+"""`RetrievalEnv`: the Gymnasium MDP in which a policy walks a memory graph to answer a question."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from memora_rl.data.records import Task
+from memora_rl.env.config import EnvConfig
+from memora_rl.env.info import FrontierInfo, StepInfo
+from memora_rl.env.spaces import UnicodeText
+from memora_rl.env.state import FrontierView, ObservationState
+from memora_rl.env.trajectory import ActionRecord, StopReason, Trajectory
+from memora_rl.errors import ConfigError, GraphError, RolloutError
+from memora_rl.memory.records import MemoryEntry
+from memora_rl.memory.store import GraphStore
+from memora_rl.policy.parse import ActionParseError, ExpandAction, RefineAction, StopAction, parse_action
+from memora_rl.policy.render import Tokenizer, count_tokens, one_line, render_observation
+
+logger = logging.getLogger(__name__)
+
+MAX_ACTION_CHARS = 8_192
+"""Length bound of the action space (characters of one policy turn)."""
+_EPSILON = 1e-9
+
+
+class QueryEmbedder(Protocol):
+    """Turns a query into the unit vector the store searches with (see `memora_rl.embedding.Embedder`)."""
+
+    def encode_one(self, text: str) -> np.ndarray:
+        """Unit vector of `text`, shape (dim,)."""
+        ...
+
+
+class Judge(Protocol):
+    """Scores a finished trajectory (see `memora_rl.judge.TrajectoryJudge`)."""
+
+    def score(self, trajectory: Trajectory) -> Any:
+        """A result with `total: float` and `components: dict[str, float]`."""
+        ...
+
+
+class RetrievalEnv(gym.Env[str, str]):
+    """Walk a prebuilt memory graph (expand along cue anchors, refine the query, stop) under a budget.
+
+    ## Action Space
+    `UnicodeText(8192)`: the policy's raw turn. It is parsed by `memora_rl.policy.parse.parse_action`
+    into one JSON action: `{"action": "expand", "ids": [...]}` (add frontier entries; each id must be
+    in the current frontier, at most `max_ids_per_expand`), `{"action": "refine", "query": "..."}`
+    (search again: the query's top `initial_top_k` hits not yet retrieved join the working set and the
+    frontier is recomputed) or `{"action": "stop"}`. Text that does not parse, or an action the rules
+    forbid, is an *invalid* action: it costs `invalid_cost` and a step, changes nothing else, is
+    recorded in the trajectory and shown to the policy in the next observation.
+
+    ## Observation Space
+    `UnicodeText`: the rendered user turn (`memora_rl.policy.render.render_observation`): question,
+    working set entries, frontier with anchors, budget left and the last action's error.
+
+    ## Rewards
+    0.0 on every step but the last; on the last (terminated or truncated) the judge's total J, with
+    its components in `info["reward_components"]`.
+
+    ## Starting State
+    `store.search` (fused) with the question: the top `initial_top_k` entries form the working set;
+    the frontier is `store.frontier` of that set, ranked by the question.
+
+    ## Episode End
+    Terminated: the policy chose stop. Truncated: `max_steps` actions were taken, or the budget left
+    is below the cheapest action (expand one id or refine).
+
+    ## Arguments
+    `store` (a `GraphStore` holding graph `task.conversation_id`), `config` (`EnvConfig`), `tasks`
+    (picked from with `self.np_random` when `reset` gets no task), `tokenizer` (the policy's, for the
+    prompt token budget), `judge` (default `TrajectoryJudge(config.judge)`), `embedder` (for query
+    vectors; must be the store's embedder, default `memora_rl.embedding.get_embedder()`).
+
+    ## Version History
+    v0: initial version.
+    """
+
+    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 (Gymnasium's class attribute)
+
+    def __init__(
+        self,
+        store: GraphStore,
+        config: EnvConfig | None = None,
+        tasks: Sequence[Task] = (),
+        tokenizer: Tokenizer | None = None,
+        judge: Judge | None = None,
+        embedder: QueryEmbedder | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or 'ansi'.")
+        self.store = store
+        self.config = config or EnvConfig()
+        self.tasks = list(tasks)
+        self.tokenizer = tokenizer
+        self.render_mode = render_mode
+        self._judge = judge
+        self._embedder = embedder
+        self.action_space = UnicodeText(MAX_ACTION_CHARS)
+        self.observation_space = UnicodeText(max(100_000, self.config.max_prompt_tokens * 64), min_length=1)
+        self._task: Task | None = None
+        self._done = True
+        self._observation = ""
+
+    # ---- Gymnasium API -------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, StepInfo]:
+        """Start an episode on `options["task"]` (or a task drawn from `tasks` with `self.np_random`).
+
+        Returns:
+            observation (str): the rendered first user turn.
+            info (StepInfo): the structured state (see `memora_rl.env.info.StepInfo`).
+
+        Raises:
+            ConfigError: no task given and the env holds no task list.
+            GraphError: the store has no graph `task.conversation_id`.
+        """
+        super().reset(seed=seed)
+        task = (options or {}).get("task")
+        if task is None:
+            if not self.tasks:
+                raise ConfigError("reset() got no options['task'] and the env was built without tasks; pass one.")
+            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        if task.conversation_id not in self.store.graph_ids():
+            raise GraphError(
+                f"Task {task.id!r} needs graph {task.conversation_id!r}, which the store does not hold; "
+                "build the graph for this conversation first (memora-rl builders build)."
+            )
+        self._start(task)
+        return self._observe(), self._info(action=None, error=None, stop_reason=None, components={}, trajectory=None)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
+        """Apply one policy turn.
+
+        Returns:
+            observation (str): the next user turn (the final state's rendering on the last step).
+            reward (float): 0.0, or the judge's total J on the last step.
+            terminated (bool): True when the policy chose stop.
+            truncated (bool): True when `max_steps` ran out or the budget cannot pay for any action.
+            info (StepInfo): structured state; on the last step `reward_components` and `trajectory`.
+
+        Raises:
+            RolloutError: `step` was called before `reset` or after the episode ended, or with a non-string.
+        """
+        if self._done or self._task is None:
+            raise RolloutError("step() called on a finished or never-started episode; call reset() first.")
+        if not isinstance(action, str):
+            raise RolloutError(f"step() takes the policy's text (str), got {type(action).__name__}.")
+        record = self._apply(action, parse_action(action))
+        self._actions.append(record)
+        if record.kind in self._costs:
+            self._costs[record.kind] += record.cost
+        self._costs["total"] += record.cost
+        self._budget_left = max(0.0, self._budget_left - record.cost)
+        self._last_error = record.error
+        terminated = record.kind == "stop"
+        stop_reason = self._stop_reason(terminated)
+        truncated = stop_reason in ("budget", "max_steps")
+        reward, components, trajectory = 0.0, {}, None
+        if stop_reason is not None:
+            self._done = True
+            trajectory = self._trajectory(stop_reason)
+            result = self._get_judge().score(trajectory)
+            reward, components = float(result.total), {k: float(v) for k, v in result.components.items()}
+        info = self._info(record.kind, record.error, stop_reason, components, trajectory)
+        return self._observe(), reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        """The current observation text in `ansi` mode; None otherwise."""
+        return self._observation if self.render_mode == "ansi" else None
+
+    # ---- episode mechanics ---------------------------------------------------------------------
+
+    @property
+    def task(self) -> Task:
+        """The task of the current episode."""
+        if self._task is None:
+            raise RolloutError("No episode has started; call reset() first.")
+        return self._task
+
+    @property
+    def graph_id(self) -> str:
+        """The graph of the current task (`task.conversation_id`)."""
+        return self.task.conversation_id
+
+    def _start(self, task: Task) -> None:
+        """Initial retrieval: fused search for the question, working set = top-k, then the frontier."""
+        self._task = task
+        self._done = False
+        self._step = 0
+        self._budget_left = self.config.budget
+        self._costs = {"expand": 0.0, "refine": 0.0, "invalid": 0.0, "total": 0.0}
+        self._actions: list[ActionRecord] = []
+        self._last_error: str | None = None
+        self._working: list[MemoryEntry] = []
+        self._working_ids: set[str] = set()
+        self._frontier: list[FrontierView] = []
+        self._set_query(task.question)
+        self._retrieve()
+
+    def _set_query(self, query: str) -> None:
+        """Make `query` current and embed it once (search and frontier ranking reuse the vector)."""
+        self._query = query
+        self._query_vector = self._get_embedder().encode_one(query)
+
+    def _retrieve(self) -> None:
+        """Add the query's top-k hits not yet retrieved to the working set, then refresh the frontier."""
+        hits = self.store.search(self.graph_id, self._query_vector, k=self.config.initial_top_k)
+        new_ids = [hit.entry_id for hit in hits if hit.entry_id not in self._working_ids]
+        self._add_entries(new_ids)
+
+    def _add_entries(self, entry_ids: Sequence[str]) -> None:
+        """Append entries to the working set (in order) and recompute the frontier."""
+        for entry in self.store.get_entries(self.graph_id, list(dict.fromkeys(entry_ids))):
+            if entry.id not in self._working_ids:
+                self._working.append(entry)
+                self._working_ids.add(entry.id)
+        self._refresh_frontier()
+
+    def _refresh_frontier(self) -> None:
+        """Frontier of the working set ranked by the current query, with each entry's abstraction."""
+        ids = [entry.id for entry in self._working]
+        items = self.store.frontier(self.graph_id, ids, ids, self._query_vector, limit=self.config.frontier_limit)
+        entries = {entry.id: entry for entry in self.store.get_entries(self.graph_id, [i.entry_id for i in items])}
+        self._frontier = [
+            FrontierView(
+                entry_id=item.entry_id,
+                anchor=item.anchor_text,
+                abstraction=entries[item.entry_id].abstraction if item.entry_id in entries else "",
+            )
+            for item in items
+            if item.entry_id not in self._working_ids
+        ]
+
+    def _apply(self, text: str, parsed: ExpandAction | RefineAction | StopAction | ActionParseError) -> ActionRecord:
+        """Check the action against the rules, change the state, and return its record."""
+        step = self._step
+        self._step += 1
+        if isinstance(parsed, ActionParseError):
+            return self._invalid(step, text, parsed.message)
+        if isinstance(parsed, StopAction):
+            return ActionRecord(step=step, text=text, kind="stop")
+        if isinstance(parsed, RefineAction):
+            problem = self._unaffordable(self.config.refine_cost, "refine")
+            if problem:
+                return self._invalid(step, text, problem, query=parsed.query)
+            self._set_query(parsed.query)
+            self._retrieve()
+            return ActionRecord(step=step, text=text, kind="refine", query=parsed.query, cost=self.config.refine_cost)
+        ids = list(dict.fromkeys(parsed.ids))
+        problem = self._expand_problem(ids)
+        if problem:
+            return self._invalid(step, text, problem, ids=ids)
+        self._add_entries(ids)
+        cost = self.config.expand_cost_per_id * len(ids)
+        return ActionRecord(step=step, text=text, kind="expand", ids=ids, cost=cost)
+
+    def _expand_problem(self, ids: list[str]) -> str | None:
+        """Why an expand of `ids` is not allowed now, or None."""
+        limit = self.config.max_ids_per_expand
+        if len(ids) > limit:
+            return f"expand named {len(ids)} ids; at most {limit} per turn."
+        offered = {item.entry_id for item in self._frontier}
+        outside = [entry_id for entry_id in ids if entry_id not in offered]
+        if outside:
+            shown = ", ".join(item.entry_id for item in self._frontier) or "none"
+            return f"{', '.join(outside)} not in the frontier; expand only frontier ids ({shown})."
+        return self._unaffordable(self.config.expand_cost_per_id * len(ids), f"expanding {len(ids)} ids")
+
+    def _unaffordable(self, cost: float, what: str) -> str | None:
+        """An error when `cost` exceeds the budget left, else None."""
+        if cost > self._budget_left + _EPSILON:
+            return f"{what} costs {cost:g} but only {self._budget_left:g} budget is left."
+        return None
+
+    def _invalid(
+        self, step: int, text: str, error: str, ids: list[str] | None = None, query: str | None = None
+    ) -> ActionRecord:
+        """Record an invalid action: it costs `invalid_cost` (at most what is left) and changes nothing."""
+        cost = min(self.config.invalid_cost, self._budget_left)
+        return ActionRecord(step=step, text=text, kind="invalid", ids=ids or [], query=query, error=error, cost=cost)
+
+    def _stop_reason(self, terminated: bool) -> StopReason | None:
+        """Why the episode ends after this step, or None while it goes on."""
+        if terminated:
+            return "stop"
+        cheapest = min(self.config.expand_cost_per_id, self.config.refine_cost)
+        if cheapest > 0 and self._budget_left + _EPSILON < cheapest:
+            return "budget"
+        if self._step >= self.config.max_steps:
+            return "max_steps"
+        return None
+
+    # ---- outputs -------------------------------------------------------------------------------
+
+    def _trajectory(self, stop_reason: StopReason) -> Trajectory:
+        """The finished episode as the judge's input."""
+        context = "\n".join(f"{one_line(e.abstraction)}: {one_line(e.value)}" for e in self._working)
+        return Trajectory(
+            task=self.task,
+            graph_id=self.graph_id,
+            actions=[record.model_copy() for record in self._actions],
+            retrieved=[entry.model_copy(deep=True) for entry in self._working],
+            budget=self.config.budget,
+            budget_spent=self.config.budget - self._budget_left,
+            stop_reason=stop_reason,
+            context_tokens=count_tokens(context, self.tokenizer) if context else 0,
+        )
+
+    def _observe(self) -> str:
+        """Render the current state as the policy's next user turn."""
+        state = ObservationState(
+            question=self.task.question,
+            query=self._query,
+            working_set=self._working,
+            frontier=self._frontier,
+            budget=self.config.budget,
+            budget_left=self._budget_left,
+            step=self._step,
+            max_steps=self.config.max_steps,
+            expand_cost_per_id=self.config.expand_cost_per_id,
+            refine_cost=self.config.refine_cost,
+            max_ids_per_expand=self.config.max_ids_per_expand,
+            last_error=self._last_error,
+        )
+        self._observation = render_observation(state, self.tokenizer, self.config.max_prompt_tokens)
+        return self._observation
+
+    def _info(
+        self,
+        action: Any,
+        error: str | None,
+        stop_reason: StopReason | None,
+        components: dict[str, float],
+        trajectory: Trajectory | None,
+    ) -> StepInfo:
+        """A fresh info dict (no object shared with earlier calls)."""
+        return StepInfo(
+            task_id=self.task.id,
+            query=self._query,
+            working_set_ids=[entry.id for entry in self._working],
+            frontier=[FrontierInfo(id=item.entry_id, anchor=item.anchor) for item in self._frontier],
+            budget_left=float(self._budget_left),
+            step=self._step,
+            costs=dict(self._costs),
+            action=action,
+            parse_error=error,
+            stop_reason=stop_reason,
+            reward_components=dict(components),
+            trajectory=trajectory,
+        )
+
+    def _get_embedder(self) -> QueryEmbedder:
+        """The query embedder, loaded on first use."""
+        if self._embedder is None:
+            from memora_rl.embedding import DEFAULT_EMBEDDER, get_embedder
+
+            self._embedder = get_embedder(DEFAULT_EMBEDDER)
+        return self._embedder
+
+    def _get_judge(self) -> Judge:
+        """The trajectory judge, built from `config.judge` on first use."""
+        if self._judge is None:
+            from memora_rl.judge import TrajectoryJudge
+
+            self._judge = TrajectoryJudge(self.config.judge)
+        return self._judge

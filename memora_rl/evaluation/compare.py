@@ -1,0 +1,76 @@
+"""Side-by-side comparison of evaluation runs with paired bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from memora_rl.errors import EvalError
+from memora_rl.evaluation.records import QuestionRecord
+
+PAIRED_METRICS = ("evidence_recall", "token_f1", "bleu1", "correct", "context_tokens", "steps", "judge_total")
+
+
+class MetricDelta(BaseModel):
+    """Mean difference (run B minus run A) of one metric over shared questions, with a CI."""
+
+    metric: str
+    mean_a: float
+    mean_b: float
+    delta: float
+    ci_low: float
+    ci_high: float
+    questions: int
+
+
+def paired_bootstrap(
+    a: Sequence[float], b: Sequence[float], resamples: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of b - a and its (1 - alpha) percentile bootstrap interval over paired items.
+
+    >>> paired_bootstrap([0, 0, 0, 0], [1, 1, 1, 1])
+    (1.0, 1.0, 1.0)
+    """
+    diffs = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  # (N,)
+    if diffs.size == 0:
+        raise EvalError("No shared questions to compare: the runs must be evaluated on the same tasks.")
+    rng = np.random.default_rng(seed)
+    samples = rng.integers(0, diffs.size, size=(resamples, diffs.size))  # (R, N)
+    means = diffs[samples].mean(axis=1)  # (R,)
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return float(diffs.mean()), float(low), float(high)
+
+
+def _metric_value(record: QuestionRecord, metric: str) -> float | None:
+    value = getattr(record, metric)
+    return None if value is None else float(value)
+
+
+def compare_runs(run_a: Sequence[QuestionRecord], run_b: Sequence[QuestionRecord], seed: int = 0) -> list[MetricDelta]:
+    """Paired deltas for every metric both runs recorded on the questions they share."""
+    by_id_a = {record.task_id: record for record in run_a}
+    shared = [(by_id_a[record.task_id], record) for record in run_b if record.task_id in by_id_a]
+    if not shared:
+        raise EvalError("The runs share no task ids; evaluate both on the same env and split.")
+    deltas = []
+    for metric in PAIRED_METRICS:
+        pairs = [(_metric_value(x, metric), _metric_value(y, metric)) for x, y in shared]
+        pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+        if not pairs:
+            continue
+        values_a, values_b = zip(*pairs, strict=True)
+        delta, low, high = paired_bootstrap(values_a, values_b, seed=seed)
+        deltas.append(
+            MetricDelta(
+                metric=metric,
+                mean_a=float(np.mean(values_a)),
+                mean_b=float(np.mean(values_b)),
+                delta=delta,
+                ci_low=low,
+                ci_high=high,
+                questions=len(pairs),
+            )
+        )
+    return deltas

@@ -1,0 +1,70 @@
+"""PNG plots of evaluation runs: per-category bars, recall against context tokens, latency CDF."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from memora_rl.evaluation.metrics import OVERALL
+from memora_rl.evaluation.records import QuestionRecord
+
+
+def plot_category_bars(runs: dict[str, dict[str, dict]], metric: str, path: Path) -> Path:
+    """Grouped bars of `metric` per category (overall last), one bar colour per run."""
+    categories = [*sorted({c for metrics in runs.values() for c in metrics if c != OVERALL}), OVERALL]
+    width = 0.8 / max(len(runs), 1)
+    figure, axes = plt.subplots(figsize=(max(6, 1.4 * len(categories)), 4))
+    positions = np.arange(len(categories))
+    for index, (name, metrics) in enumerate(runs.items()):
+        values = [metrics.get(c, {}).get(metric) or 0.0 for c in categories]
+        axes.bar(positions + index * width, values, width, label=name)
+    axes.set_xticks(positions + width * (len(runs) - 1) / 2, categories, rotation=20)
+    axes.set_ylabel(metric.replace("_", " "))
+    axes.set_title(f"{metric.replace('_', ' ')} per category")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
+    """Mean evidence recall against mean context tokens, one point per run (with per-question cloud)."""
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name, records in runs.items():
+        tokens = np.array([r.context_tokens for r in records], dtype=float)
+        recall = np.array([r.evidence_recall for r in records], dtype=float)
+        points = axes.scatter(tokens, recall, s=8, alpha=0.25)
+        axes.scatter([tokens.mean()], [recall.mean()], s=90, marker="D", color=points.get_facecolor()[0], label=name)
+    axes.set_xlabel("context tokens")
+    axes.set_ylabel("evidence recall")
+    axes.set_title("evidence recall vs context tokens (diamond = mean)")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def plot_latency_cdf(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
+    """Empirical CDF of end-to-end latency per question, one line per run."""
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name, records in runs.items():
+        latency = np.sort([r.total_latency_s for r in records])
+        if latency.size:
+            axes.step(latency * 1000.0, np.arange(1, latency.size + 1) / latency.size, where="post", label=name)
+    axes.set_xscale("symlog")
+    axes.set_xlabel("end-to-end latency per question (ms)")
+    axes.set_ylabel("share of questions")
+    axes.set_title("latency CDF")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,36 @@
+"""Per-question evaluation records: one line of `records.jsonl` per answered task."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class QuestionRecord(BaseModel):
+    """What one policy did on one held-out question, and how it scored."""
+
+    task_id: str
+    conversation_id: str
+    category: str
+    question: str
+    gold_answer: str
+    policy: str
+    retrieved_ids: list[str] = Field(default_factory=list)
+    retrieved_turn_ids: list[str] = Field(default_factory=list)
+    evidence_recall: float
+    """Share of gold evidence turns covered by the retrieved context, in [0, 1]."""
+    answer: str | None = None
+    """The answerer LLM's short answer (None when no answerer endpoint is configured)."""
+    correct: bool | None = None
+    """The judge LLM's verdict (None when no judge endpoint is configured)."""
+    token_f1: float | None = None
+    bleu1: float | None = None
+    context_tokens: int
+    steps: int
+    action_counts: dict[str, int] = Field(default_factory=dict)
+    """Actions taken by kind: expand, refine, stop, invalid."""
+    judge_total: float | None = None
+    """The trajectory judge's reward J (graph policies only)."""
+    search_latency_s: float = 0.0
+    """Seconds spent in store search and frontier calls."""
+    total_latency_s: float = 0.0
+    """Seconds from reset to the final step, policy calls included."""

@@ -1,0 +1,240 @@
+"""Small pure reward functions: one trajectory (or answer) in, one float out.
+
+Each function documents its range. Functions with parameters come from `make_*_reward`
+factories that return named, picklable callables. None of them does I/O, and none
+turns an error into 0.0: bad input raises.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from typing import Protocol
+
+import numpy as np
+
+from memora_rl.env.trajectory import Trajectory
+from memora_rl.errors import RolloutError
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation + "‘’“”")
+
+
+class TextEncoder(Protocol):
+    """What the redundancy grader needs from an embedder."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embed texts as L2-normalised rows, shape (N, D)."""
+        ...
+
+
+def evidence_recall(trajectory: Trajectory) -> float:
+    """Share of the task's gold evidence turns covered by the retrieved entries' provenance.
+
+    Range [0, 1]. A task with no evidence turns scores 1.0 (nothing to miss), so G does
+    not separate episodes of such tasks; evaluation can filter them by `task.evidence`.
+
+    >>> from memora_rl.data.records import Task
+    >>> from memora_rl.memory.records import MemoryEntry
+    >>> task = Task(id="q", conversation_id="c", question="?", answer="a", evidence=["D1:1", "D2:4"],
+    ...             category="temporal")
+    >>> hit = MemoryEntry(id="e1", graph_id="g", abstraction="x", value="y", source_turn_ids=["D1:1", "D1:2"])
+    >>> evidence_recall(Trajectory(task=task, graph_id="g", retrieved=[hit], budget=4))
+    0.5
+    """
+    evidence = set(trajectory.task.evidence)
+    if not evidence:
+        return 1.0
+    return len(evidence & trajectory.retrieved_turn_ids) / len(evidence)
+
+
+def pairwise_redundancy(vectors: np.ndarray, delta: float) -> float:
+    """Share of unordered row pairs whose cosine is >= `delta` (rows L2-normalised).
+
+    Range [0, 1]; fewer than two rows score 0.0 (no pair can be redundant).
+
+    >>> rows = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    >>> round(pairwise_redundancy(rows, delta=0.9), 4)
+    0.3333
+    """
+    if vectors.ndim != 2:
+        raise RolloutError(f"Redundancy needs a (N, D) matrix of embeddings, got shape {vectors.shape}.")
+    count = vectors.shape[0]
+    if count < 2:
+        return 0.0
+    similarity = vectors @ vectors.T  # (N, N)
+    upper = np.triu_indices(count, k=1)
+    return float(np.mean(similarity[upper] >= delta))
+
+
+def redundancy(trajectory: Trajectory, vectors: np.ndarray, delta: float = 0.9) -> float:
+    """Share of retrieved entry pairs whose value embeddings have cosine >= `delta`.
+
+    `vectors` holds one L2-normalised row per entry of `trajectory.retrieved`, in order.
+    Range [0, 1]; fewer than two retrieved entries score 0.0.
+    """
+    if vectors.shape[0] != len(trajectory.retrieved):
+        raise RolloutError(
+            f"Redundancy got {vectors.shape[0]} embeddings for {len(trajectory.retrieved)} retrieved entries; "
+            "embed exactly the values of trajectory.retrieved, in order."
+        )
+    return pairwise_redundancy(vectors, delta)
+
+
+class RedundancyReward:
+    """Named callable: redundancy of a trajectory's retrieved values under one embedder and delta."""
+
+    __name__ = "redundancy"
+
+    def __init__(self, embedder: TextEncoder, delta: float) -> None:
+        self.embedder = embedder
+        self.delta = delta
+
+    def __call__(self, trajectory: Trajectory) -> float:
+        """Embed the retrieved values and return their redundancy, in [0, 1]."""
+        values = [entry.value for entry in trajectory.retrieved]
+        if len(values) < 2:
+            return 0.0
+        return redundancy(trajectory, np.asarray(self.embedder.encode(values)), self.delta)
+
+
+def make_redundancy_reward(embedder: TextEncoder, delta: float = 0.9) -> RedundancyReward:
+    """Factory for the redundancy grader R (range [0, 1])."""
+    if not -1.0 <= delta <= 1.0:
+        raise RolloutError(f"Redundancy delta must be a cosine in [-1, 1], got {delta}.")
+    return RedundancyReward(embedder, delta)
+
+
+def cost(trajectory: Trajectory, refine_cost: float = 0.1) -> float:
+    """Budget spent / budget, plus `refine_cost` per refine action.
+
+    Range [0, 1 + refine_cost * refines] when the env keeps spending within the budget.
+
+    >>> from memora_rl.data.records import Task
+    >>> task = Task(id="q", conversation_id="c", question="?", answer="a", category="temporal")
+    >>> cost(Trajectory(task=task, graph_id="g", budget=8, budget_spent=2))
+    0.25
+    """
+    if trajectory.budget <= 0:
+        raise RolloutError(
+            f"Trajectory of task {trajectory.task.id!r} has budget {trajectory.budget}; the cost grader "
+            "needs a positive budget (check the env's budget setting)."
+        )
+    return trajectory.budget_spent / trajectory.budget + refine_cost * trajectory.refines
+
+
+class CostReward:
+    """Named callable: the cost grader C with a fixed refine cost."""
+
+    __name__ = "cost"
+
+    def __init__(self, refine_cost: float) -> None:
+        self.refine_cost = refine_cost
+
+    def __call__(self, trajectory: Trajectory) -> float:
+        """Cost of the trajectory, see `cost`."""
+        return cost(trajectory, self.refine_cost)
+
+
+def make_cost_reward(refine_cost: float = 0.1) -> CostReward:
+    """Factory for the cost grader C."""
+    if refine_cost < 0:
+        raise RolloutError(f"refine_cost must be >= 0, got {refine_cost}.")
+    return CostReward(refine_cost)
+
+
+def format_score(trajectory: Trajectory) -> float:
+    """Share of the policy's actions that parsed and were allowed; each invalid action lowers it.
+
+    Range [0, 1]; an episode with no actions scores 0.0 (the policy produced nothing usable).
+
+    >>> from memora_rl.data.records import Task
+    >>> from memora_rl.env.trajectory import ActionRecord
+    >>> task = Task(id="q", conversation_id="c", question="?", answer="a", category="temporal")
+    >>> actions = [ActionRecord(step=0, text="oops", kind="invalid"), ActionRecord(step=1, text="{}", kind="stop")]
+    >>> format_score(Trajectory(task=task, graph_id="g", actions=actions, budget=4))
+    0.5
+    """
+    if not trajectory.actions:
+        return 0.0
+    return 1.0 - trajectory.invalid_actions / len(trajectory.actions)
+
+
+def normalize_answer(text: str) -> list[str]:
+    """LoCoMo-style answer normalisation: lowercase, drop punctuation and articles, split on whitespace.
+
+    >>> normalize_answer("The cat, a dog & AN owl!")
+    ['cat', 'dog', 'owl']
+    """
+    lowered = text.lower().translate(_PUNCTUATION)
+    return _ARTICLES.sub(" ", lowered).split()
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """Harmonic mean of token precision and recall after `normalize_answer` (multiset overlap).
+
+    Range [0, 1]; two answers that both normalise to nothing score 1.0, one empty side scores 0.0.
+
+    >>> round(token_f1("The 7th of May 2023", "7 May 2023"), 4)
+    0.5714
+    >>> token_f1("Paris.", "paris")
+    1.0
+    """
+    predicted, expected = normalize_answer(prediction), normalize_answer(gold)
+    if not predicted or not expected:
+        return float(predicted == expected)
+    overlap = sum((Counter(predicted) & Counter(expected)).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(predicted), overlap / len(expected)
+    return 2 * precision * recall / (precision + recall)
+
+
+def bleu1(prediction: str, gold: str) -> float:
+    """Unigram BLEU: clipped unigram precision times the brevity penalty, after `normalize_answer`.
+
+    Range [0, 1]; both sides empty score 1.0, one empty side scores 0.0.
+
+    >>> bleu1("paris", "paris")
+    1.0
+    >>> round(bleu1("paris", "paris france"), 4)
+    0.3679
+    """
+    predicted, expected = normalize_answer(prediction), normalize_answer(gold)
+    if not predicted or not expected:
+        return float(predicted == expected)
+    clipped = sum((Counter(predicted) & Counter(expected)).values())
+    precision = clipped / len(predicted)
+    brevity = 1.0 if len(predicted) > len(expected) else math.exp(1.0 - len(expected) / len(predicted))
+    return precision * brevity
+
+
+def context_tokens(trajectory: Trajectory) -> float:
+    """Tokens of retrieved context handed to an answerer (logged only; unbounded, >= 0)."""
+    return float(trajectory.context_tokens)
+
+
+def steps(trajectory: Trajectory) -> float:
+    """Number of policy actions in the episode (logged only; >= 0)."""
+    return float(len(trajectory.actions))
+
+
+def refines(trajectory: Trajectory) -> float:
+    """Number of refine actions (logged only; >= 0)."""
+    return float(trajectory.refines)
+
+
+def invalid_actions(trajectory: Trajectory) -> float:
+    """Number of actions that did not parse or were not allowed (logged only; >= 0)."""
+    return float(trajectory.invalid_actions)
+
+
+EPISODE_METRICS = {
+    "context_tokens": context_tokens,
+    "steps": steps,
+    "refines": refines,
+    "invalid_actions": invalid_actions,
+}
+"""Logged-only episode metrics, by component name."""

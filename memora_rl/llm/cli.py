@@ -1,0 +1,124 @@
+"""`memora-rl models pull|list` and `memora-rl serve`: the model registry and the vLLM server from the shell."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memora_rl.errors import ConfigError, ServerError
+
+console = Console()
+
+models_app = typer.Typer(help="Pull and list the models of the built-in registry.", no_args_is_help=True)
+
+
+@models_app.command("pull")
+def pull_command(
+    name: Annotated[str, typer.Argument(help="Registry name, e.g. smollm2-135m-instruct.")],
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when a complete copy exists.")] = False,
+) -> None:
+    """Download and convert a registry model into the models folder (a no-op when already complete)."""
+    from memora_rl.llm.registry import pull
+
+    started = time.perf_counter()
+    path = pull(name, force=force)
+    console.print(f"[green]{name}[/] ready at {path} ({time.perf_counter() - started:.1f} s)")
+
+
+@models_app.command("list")
+def list_command() -> None:
+    """Show every registry model, whether it is pulled, where, and its size on disk."""
+    from memora_rl.llm.registry import list_models
+
+    table = Table("name", "pulled", "size")
+    table.add_column("path", overflow="fold")
+    for row in list_models():
+        size = f"{row['size_bytes'] / 1e6:.0f} MB" if row["pulled"] else "-"
+        table.add_row(row["name"], "yes" if row["pulled"] else "no", size, row["path"])
+    console.print(table)
+
+
+def parse_lora_spec(spec: str) -> tuple[str, Path]:
+    """Split a `--lora name=path` value, checking the path is a peft adapter folder.
+
+    Raises:
+        ConfigError: naming the spec and the expected form.
+    """
+    name, sep, raw_path = spec.partition("=")
+    name, path = name.strip(), Path(raw_path.strip()).expanduser()
+    if not sep or not name or not raw_path.strip():
+        raise ConfigError(f"--lora {spec!r} is not name=path, e.g. --lora policy=checkpoints/run1/adapter.")
+    if not (path / "adapter_config.json").is_file():
+        raise ConfigError(f"--lora {spec!r}: {path} is not a peft adapter folder (no adapter_config.json).")
+    return name, path
+
+
+def serve(
+    model: Annotated[str, typer.Option("--model", help="Registry name, local model folder or hub id.")],
+    lora: Annotated[list[str] | None, typer.Option("--lora", help="Adapter to load at start, as name=path.")] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port on 127.0.0.1 (default: a free one).")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", help="auto | bfloat16 | float16 | float32.")] = "auto",
+    served_name: Annotated[
+        str | None, typer.Option("--served-name", help="Name clients use (default: --model).")
+    ] = None,
+    max_lora_rank: Annotated[int, typer.Option("--max-lora-rank", help="Largest LoRA rank accepted.")] = 16,
+    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Longest prompt + completion.")] = 2048,
+    log_path: Annotated[Path | None, typer.Option("--log", help="Server log file (default: in the cache).")] = None,
+    startup_timeout_s: Annotated[
+        float, typer.Option("--startup-timeout", help="Seconds to wait for readiness.")
+    ] = 300.0,
+) -> None:
+    """Serve a model with vLLM (OpenAI-compatible, runtime LoRA on) until Ctrl-C."""
+    from pydantic import ValidationError
+
+    from memora_rl.llm.server import ServerConfig, VLLMServer, load_lora_adapter
+
+    adapters = [parse_lora_spec(spec) for spec in lora or []]
+    try:
+        config = ServerConfig(
+            model=model,
+            served_name=served_name,
+            port=port,
+            dtype=_dtype(dtype),
+            max_lora_rank=max_lora_rank,
+            max_model_len=max_model_len,
+            log_path=log_path,
+            startup_timeout_s=startup_timeout_s,
+        )
+    except ValidationError as error:
+        raise ConfigError(f"Invalid serve options: {error.errors()[0]['msg']}") from error
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    server = VLLMServer(config)
+    try:
+        server.start()
+        for name, path in adapters:
+            load_lora_adapter(server.base_url, name, path)
+        console.print(f"Serving [bold]{server.model}[/] at [bold]{server.base_url}[/] (log: {server.log_path})")
+        console.print("Press Ctrl-C to stop.")
+        while server.is_running():
+            time.sleep(1.0)
+        raise ServerError(f"vLLM exited unexpectedly; see {server.log_path}.")
+    except KeyboardInterrupt:
+        console.print("Stopping the server.")
+    finally:
+        server.stop()
+
+
+def _dtype(value: str) -> Literal["auto", "bfloat16", "float16", "float32"]:
+    """Check a --dtype value, raising ConfigError that lists the allowed ones."""
+    allowed = ("auto", "bfloat16", "float16", "float32")
+    if value not in allowed:
+        raise ConfigError(f"--dtype {value!r} is not one of {', '.join(allowed)}.")
+    return value  # type: ignore[return-value]
+
+
+def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Treat SIGTERM like Ctrl-C so the server's process group is stopped too."""
+    raise KeyboardInterrupt

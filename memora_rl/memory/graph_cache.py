@@ -1,0 +1,184 @@
+"""The in-memory view of one graph: vector tables, entry/anchor adjacency and filter columns.
+
+Loaded lazily from SQLite on first use and updated by the store after each committed
+mutation, so search and frontier never touch the database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.vectors import VectorTable
+
+
+def timestamp(value: datetime | str | None) -> float:
+    """Seconds since the epoch of a datetime or ISO string (naive read as UTC); NaN for None."""
+    if value is None:
+        return float("nan")
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        from datetime import UTC
+
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+@dataclass
+class EntryRow:
+    """What the cache keeps of an entry besides its vectors."""
+
+    entry_id: str
+    seq: int
+    speaker: str | None
+    time: float
+    episode_ids: list[str]
+
+
+@dataclass
+class GraphCache:
+    """Vectors, adjacency and filter columns of one graph, addressed by row number."""
+
+    dim: int
+    config: StoreConfig
+    entry_ids: list[str] = field(default_factory=list)
+    entry_row: dict[str, int] = field(default_factory=dict)
+    seq_row: dict[int, int] = field(default_factory=dict)
+    speakers: list[str | None] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    episode_rows: dict[str, set[int]] = field(default_factory=dict)
+    anchor_ids: list[str] = field(default_factory=list)
+    anchor_texts: list[str] = field(default_factory=list)
+    anchor_row: dict[str, int] = field(default_factory=dict)
+    entry_anchors: list[set[int]] = field(default_factory=list)
+    anchor_entries: list[set[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.abstractions = VectorTable(self.dim, self.config)
+        self.values = VectorTable(self.dim, self.config)
+        self.anchors = VectorTable(self.dim, self.config)
+
+    # --- entries -----------------------------------------------------------------------------
+    def add_entries(self, rows: list[EntryRow], abstraction_vectors: np.ndarray, value_vectors: np.ndarray) -> None:
+        """Append entries with their (n, dim) vectors."""
+        self.abstractions.append(abstraction_vectors)
+        self.values.append(value_vectors)
+        for item in rows:
+            row = len(self.entry_ids)
+            self.entry_ids.append(item.entry_id)
+            self.entry_row[item.entry_id] = row
+            self.seq_row[item.seq] = row
+            self.speakers.append(item.speaker)
+            self.times.append(item.time)
+            self.entry_anchors.append(set())
+            for episode_id in item.episode_ids:
+                self.episode_rows.setdefault(episode_id, set()).add(row)
+        self._times_array: np.ndarray | None = None
+
+    def update_entry(
+        self, entry_id: str, abstraction_vector: np.ndarray, value_vector: np.ndarray, episode_ids: list[str]
+    ) -> None:
+        """Refresh a merged entry's vectors and episodes."""
+        row = self.entry_row[entry_id]
+        self.abstractions.replace(row, abstraction_vector)
+        self.values.replace(row, value_vector)
+        for episode_id in episode_ids:
+            self.episode_rows.setdefault(episode_id, set()).add(row)
+
+    def remove_entry(self, entry_id: str) -> None:
+        """Tombstone an entry and unlink it from its anchors (anchor pruning is separate)."""
+        row = self.entry_row.pop(entry_id)
+        self.abstractions.remove(row)
+        self.values.remove(row)
+        for anchor in self.entry_anchors[row]:
+            self.anchor_entries[anchor].discard(row)
+        self.entry_anchors[row] = set()
+        for rows in self.episode_rows.values():
+            rows.discard(row)
+
+    # --- anchors -----------------------------------------------------------------------------
+    def add_anchor(self, anchor_id: str, text: str, vector: np.ndarray) -> int:
+        """Append an anchor; returns its row."""
+        row = int(self.anchors.append(vector.reshape(1, -1))[0])
+        self.anchor_ids.append(anchor_id)
+        self.anchor_texts.append(text)
+        self.anchor_row[anchor_id] = row
+        self.anchor_entries.append(set())
+        return row
+
+    def link(self, entry_id: str, anchor_id: str) -> None:
+        """Record an entry-anchor link."""
+        entry, anchor = self.entry_row[entry_id], self.anchor_row[anchor_id]
+        self.entry_anchors[entry].add(anchor)
+        self.anchor_entries[anchor].add(entry)
+
+    def remove_anchor(self, anchor_id: str) -> None:
+        """Tombstone an anchor (it must have no entries left)."""
+        row = self.anchor_row.pop(anchor_id)
+        self.anchors.remove(row)
+        for entry in self.anchor_entries[row]:
+            self.entry_anchors[entry].discard(row)
+        self.anchor_entries[row] = set()
+
+    # --- filter columns ----------------------------------------------------------------------
+    def times_array(self) -> np.ndarray:
+        """Entry times as seconds since the epoch, (n_rows,), NaN where unknown."""
+        cached = getattr(self, "_times_array", None)
+        if cached is None or len(cached) != len(self.times):
+            cached = np.asarray(self.times, dtype=np.float64)
+            self._times_array = cached
+        return cached
+
+
+def _blobs_to_matrix(blobs: list[bytes], dim: int) -> np.ndarray:
+    """Concatenate float32 BLOBs into an (n, dim) matrix."""
+    if not blobs:
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
+
+
+def load_graph_cache(conn: sqlite3.Connection, graph_id: str, dim: int, config: StoreConfig) -> GraphCache:
+    """Read one graph's vectors, links and filter columns from the database."""
+    cache = GraphCache(dim=dim, config=config)
+    rows = conn.execute(
+        "SELECT seq, id, speaker, created_at, abstraction_vector, value_vector FROM entries "
+        "WHERE graph_id = ? ORDER BY seq",
+        (graph_id,),
+    ).fetchall()
+    episodes: dict[int, list[str]] = {}
+    for entry_seq, episode_id in conn.execute(
+        "SELECT l.entry_seq, l.episode_id FROM entry_episodes l JOIN entries e ON e.seq = l.entry_seq "
+        "WHERE e.graph_id = ? ORDER BY l.entry_seq, l.position",
+        (graph_id,),
+    ):
+        episodes.setdefault(entry_seq, []).append(episode_id)
+    cache.add_entries(
+        [EntryRow(r[1], r[0], r[2], timestamp(r[3]), episodes.get(r[0], [])) for r in rows],
+        _blobs_to_matrix([r[4] for r in rows], dim),
+        _blobs_to_matrix([r[5] for r in rows], dim),
+    )
+    anchors = conn.execute(
+        "SELECT seq, id, text, vector FROM anchors WHERE graph_id = ? ORDER BY seq", (graph_id,)
+    ).fetchall()
+    anchor_rows = cache.anchors.append(_blobs_to_matrix([a[3] for a in anchors], dim))
+    anchor_seq_row: dict[int, int] = {}
+    for (seq, anchor_id, text, _), row in zip(anchors, anchor_rows, strict=True):
+        cache.anchor_ids.append(anchor_id)
+        cache.anchor_texts.append(text)
+        cache.anchor_row[anchor_id] = int(row)
+        cache.anchor_entries.append(set())
+        anchor_seq_row[seq] = int(row)
+    for entry_seq, anchor_seq in conn.execute(
+        "SELECT l.entry_seq, l.anchor_seq FROM entry_anchors l JOIN anchors a ON a.seq = l.anchor_seq "
+        "WHERE a.graph_id = ?",
+        (graph_id,),
+    ):
+        entry, anchor = cache.seq_row[entry_seq], anchor_seq_row[anchor_seq]
+        cache.entry_anchors[entry].add(anchor)
+        cache.anchor_entries[anchor].add(entry)
+    return cache

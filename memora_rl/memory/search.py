@@ -1,0 +1,99 @@
+"""Search over one graph's in-memory view: per-channel rankings, filters and reciprocal-rank fusion."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from memora_rl.memory.graph_cache import GraphCache, timestamp
+from memora_rl.memory.store import SearchFilters
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def rrf_fuse(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
+    """Reciprocal-rank fusion: each ranking adds 1 / (rrf_k + rank + 1) to its items (rank is 0-based).
+
+    >>> rrf_fuse([[7, 3], [3]], rrf_k=60) == {7: 1 / 61, 3: 1 / 62 + 1 / 61}
+    True
+    """
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (rrf_k + rank + 1)
+    return scores
+
+
+def fts_match_expression(text: str) -> str | None:
+    r"""An FTS5 MATCH expression OR-ing the query's words, each quoted; None when it has no words.
+
+    >>> fts_match_expression('What is "Alice\\'s" job?')
+    '"what" OR "is" OR "alice" OR "s" OR "job"'
+    """
+    words = [word.lower() for word in _WORD.findall(text)]
+    unique = list(dict.fromkeys(words))
+    if not unique:
+        return None
+    return " OR ".join(f'"{word}"' for word in unique)
+
+
+def filter_mask(cache: GraphCache, filters: SearchFilters | None) -> np.ndarray | None:
+    """Boolean mask (n_rows,) of entries passing `filters`; None when nothing is filtered.
+
+    Entries without a time never pass a time-range filter.
+    """
+    if filters is None or (
+        filters.start_time is None and filters.end_time is None and filters.speaker is None and not filters.episode_ids
+    ):
+        return None
+    size = len(cache.entry_ids)
+    mask = np.ones(size, dtype=bool)
+    if filters.start_time is not None or filters.end_time is not None:
+        times = cache.times_array()
+        with np.errstate(invalid="ignore"):
+            if filters.start_time is not None:
+                mask &= times >= timestamp(filters.start_time)
+            if filters.end_time is not None:
+                mask &= times <= timestamp(filters.end_time)
+    if filters.speaker is not None:
+        wanted = filters.speaker.casefold()
+        mask &= np.fromiter(
+            ((speaker or "").casefold() == wanted for speaker in cache.speakers), dtype=bool, count=size
+        )
+    if filters.episode_ids is not None:
+        in_episodes = np.zeros(size, dtype=bool)
+        for episode_id in filters.episode_ids:
+            rows = cache.episode_rows.get(episode_id)
+            if rows:
+                in_episodes[list(rows)] = True
+        mask &= in_episodes
+    return mask
+
+
+def anchor_ranking(cache: GraphCache, query: np.ndarray, depth: int, mask: np.ndarray | None) -> list[int]:
+    """Entry rows in the order of their best anchor's cosine to the query (ties by row)."""
+    anchor_rows, _ = cache.anchors.top_k(query, depth)
+    ranking: list[int] = []
+    seen: set[int] = set()
+    for anchor in anchor_rows:
+        for entry in sorted(cache.anchor_entries[int(anchor)]):
+            if entry in seen or (mask is not None and not mask[entry]):
+                continue
+            seen.add(entry)
+            ranking.append(entry)
+        if len(ranking) >= depth:
+            break
+    return ranking[:depth]
+
+
+def vector_rankings(cache: GraphCache, query: np.ndarray, depth: int, mask: np.ndarray | None) -> list[list[int]]:
+    """Rankings of entry rows by abstraction, value and anchor cosine."""
+    abstraction_rows, _ = cache.abstractions.top_k(query, depth, mask)
+    value_rows, _ = cache.values.top_k(query, depth, mask)
+    return [
+        [int(row) for row in abstraction_rows],
+        [int(row) for row in value_rows],
+        anchor_ranking(cache, query, depth, mask),
+    ]

@@ -1,0 +1,253 @@
+"""Row-level reads and writes of the graph store; callers own the transaction around them."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from memora_rl.memory.records import CueAnchor, Episode, MemoryEntry, ValueVersion
+
+_CHUNK = 900  # stays under SQLite's default limit of bound parameters
+_SPACES = re.compile(r"\s+")
+_PLUS = re.compile(r"\s*\+\s*")
+
+
+def normalise_anchor(text: str) -> str:
+    """The key under which anchor texts are existence-checked: case-folded, spaces collapsed.
+
+    >>> normalise_anchor("  Alice+  JOB ")
+    'alice + job'
+    """
+    return _PLUS.sub(" + ", _SPACES.sub(" ", text.strip().casefold())).strip(" .,;:")
+
+
+def iso(value: datetime | None) -> str | None:
+    """ISO text of a datetime, or None."""
+    return value.isoformat() if value is not None else None
+
+
+def blob(vector: np.ndarray) -> bytes:
+    """float32 bytes of a vector."""
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def chunks(items: Sequence, size: int = _CHUNK) -> Iterator[Sequence]:
+    """Consecutive slices of at most `size` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def ensure_graph(conn: sqlite3.Connection, graph_id: str) -> None:
+    """Create the graph row if missing."""
+    conn.execute(
+        "INSERT OR IGNORE INTO graphs(graph_id, created_at) VALUES (?, ?)", (graph_id, datetime.now().isoformat())
+    )
+
+
+def allocate_ids(conn: sqlite3.Connection, graph_id: str, column: str, prefix: str, count: int) -> list[str]:
+    """Reserve `count` fresh ids (`e12`, `a40`) from the graph's counter."""
+    (end,) = conn.execute(
+        f"UPDATE graphs SET {column} = {column} + ? WHERE graph_id = ? RETURNING {column}", (count, graph_id)
+    ).fetchone()
+    return [f"{prefix}{n}" for n in range(end - count, end)]
+
+
+def bump_counter(conn: sqlite3.Connection, graph_id: str, column: str, prefix: str, ids: Sequence[str]) -> None:
+    """Move a counter past imported ids of the form `<prefix><n>` so new ids never collide."""
+    numbers = [int(i[len(prefix) :]) for i in ids if i.startswith(prefix) and i[len(prefix) :].isdigit()]
+    if numbers:
+        conn.execute(f"UPDATE graphs SET {column} = max({column}, ?) WHERE graph_id = ?", (max(numbers) + 1, graph_id))
+
+
+def next_seq(conn: sqlite3.Connection, table: str) -> int:
+    """The next free integer primary key of `table` (safe inside a write transaction)."""
+    return conn.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table}").fetchone()[0]
+
+
+@dataclass
+class AnchorRef:
+    """An anchor as the writer needs it."""
+
+    seq: int
+    id: str
+    text: str
+    created: bool
+
+
+def ensure_anchors(
+    conn: sqlite3.Connection, graph_id: str, texts: Sequence[str], vectors: Mapping[str, np.ndarray]
+) -> dict[str, AnchorRef]:
+    """Find or create one anchor per normalised text; `vectors` maps normalised text -> unit vector."""
+    wanted = list(dict.fromkeys(normalise_anchor(t) for t in texts if normalise_anchor(t)))
+    found: dict[str, AnchorRef] = {}
+    for part in chunks(wanted):
+        marks = ",".join("?" * len(part))
+        for seq, anchor_id, text, norm in conn.execute(
+            f"SELECT seq, id, text, norm_text FROM anchors WHERE graph_id = ? AND norm_text IN ({marks})",
+            [graph_id, *part],
+        ):
+            found[norm] = AnchorRef(seq, anchor_id, text, created=False)
+    original = {normalise_anchor(t): t.strip() for t in reversed(list(texts))}
+    missing = [norm for norm in wanted if norm not in found]
+    if missing:
+        ids = allocate_ids(conn, graph_id, "next_anchor", "a", len(missing))
+        seq = next_seq(conn, "anchors")
+        rows = []
+        for offset, (norm, anchor_id) in enumerate(zip(missing, ids, strict=True)):
+            found[norm] = AnchorRef(seq + offset, anchor_id, original[norm], created=True)
+            rows.append((seq + offset, graph_id, anchor_id, original[norm], norm, blob(vectors[norm])))
+        conn.executemany("INSERT INTO anchors(seq, graph_id, id, text, norm_text, vector) VALUES (?,?,?,?,?,?)", rows)
+    return found
+
+
+def prune_anchors(conn: sqlite3.Connection, anchor_seqs: Sequence[int]) -> list[str]:
+    """Delete those of `anchor_seqs` left without entries; returns the deleted anchor ids."""
+    pruned: list[str] = []
+    for part in chunks(list(anchor_seqs)):
+        marks = ",".join("?" * len(part))
+        pruned += [
+            row[0]
+            for row in conn.execute(
+                f"DELETE FROM anchors WHERE seq IN ({marks}) AND NOT EXISTS "
+                "(SELECT 1 FROM entry_anchors l WHERE l.anchor_seq = anchors.seq) RETURNING id",
+                list(part),
+            )
+        ]
+    return pruned
+
+
+def insert_entries(
+    conn: sqlite3.Connection,
+    entries: Sequence[MemoryEntry],
+    abstraction_vectors: np.ndarray,
+    value_vectors: np.ndarray,
+) -> list[int]:
+    """Insert entries with their history and episode links; returns their seqs."""
+    first = next_seq(conn, "entries")
+    seqs = list(range(first, first + len(entries)))
+    conn.executemany(
+        "INSERT INTO entries(seq, graph_id, id, abstraction, value, kind, speaker, source_turn_ids, created_at, "
+        "updated_at, abstraction_vector, value_vector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        [
+            (seq, e.graph_id, e.id, e.abstraction, e.value, e.kind, e.speaker, json.dumps(e.source_turn_ids),
+             iso(e.created_at), iso(e.updated_at), blob(a), blob(v))
+            for seq, e, a, v in zip(seqs, entries, abstraction_vectors, value_vectors, strict=True)
+        ],
+    )  # fmt: skip
+    conn.executemany(
+        "INSERT INTO entry_episodes(entry_seq, position, episode_id) VALUES (?,?,?)",
+        [(seq, i, ep) for seq, e in zip(seqs, entries, strict=True) for i, ep in enumerate(e.episode_ids)],
+    )
+    for seq, entry in zip(seqs, entries, strict=True):
+        append_history(conn, seq, entry.history, start=0)
+    return seqs
+
+
+def append_history(conn: sqlite3.Connection, entry_seq: int, versions: Sequence[ValueVersion], start: int) -> None:
+    """Append value versions to an entry's history at positions start, start+1, ..."""
+    conn.executemany(
+        "INSERT INTO entry_history(entry_seq, position, value, abstraction, source_turn_ids, recorded_at) "
+        "VALUES (?,?,?,?,?,?)",
+        [
+            (entry_seq, start + i, v.value, v.abstraction, json.dumps(v.source_turn_ids), iso(v.recorded_at))
+            for i, v in enumerate(versions)
+        ],
+    )
+
+
+def link_entry_anchors(conn: sqlite3.Connection, pairs: Sequence[tuple[int, int]]) -> None:
+    """Insert (entry_seq, anchor_seq) links, ignoring ones that exist."""
+    conn.executemany("INSERT OR IGNORE INTO entry_anchors(entry_seq, anchor_seq) VALUES (?,?)", pairs)
+
+
+def entry_seqs(conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str]) -> dict[str, int]:
+    """Map entry ids of a graph to seqs (missing ids are absent)."""
+    found: dict[str, int] = {}
+    for part in chunks(list(entry_ids)):
+        marks = ",".join("?" * len(part))
+        found.update(
+            conn.execute(f"SELECT id, seq FROM entries WHERE graph_id = ? AND id IN ({marks})", [graph_id, *part])
+        )
+    return found
+
+
+def read_entries(conn: sqlite3.Connection, graph_id: str, seqs: Sequence[int]) -> dict[int, MemoryEntry]:
+    """Full entries (history, episodes, anchor ids) by seq."""
+    result: dict[int, MemoryEntry] = {}
+    for part in chunks(list(seqs)):
+        marks = ",".join("?" * len(part))
+        extra: dict[int, dict[str, list]] = {seq: {"history": [], "episode_ids": [], "anchor_ids": []} for seq in part}
+        for seq, value, abstraction, turns, recorded in conn.execute(
+            f"SELECT entry_seq, value, abstraction, source_turn_ids, recorded_at FROM entry_history "
+            f"WHERE entry_seq IN ({marks}) ORDER BY entry_seq, position",
+            list(part),
+        ):
+            version = ValueVersion(value=value, abstraction=abstraction, source_turn_ids=json.loads(turns),
+                                   recorded_at=recorded)  # fmt: skip
+            extra[seq]["history"].append(version)
+        for seq, episode_id in conn.execute(
+            f"SELECT entry_seq, episode_id FROM entry_episodes WHERE entry_seq IN ({marks}) "
+            "ORDER BY entry_seq, position",
+            list(part),
+        ):
+            extra[seq]["episode_ids"].append(episode_id)
+        for seq, anchor_id in conn.execute(
+            f"SELECT l.entry_seq, a.id FROM entry_anchors l JOIN anchors a ON a.seq = l.anchor_seq "
+            f"WHERE l.entry_seq IN ({marks}) ORDER BY l.entry_seq, a.seq",
+            list(part),
+        ):
+            extra[seq]["anchor_ids"].append(anchor_id)
+        for row in conn.execute(
+            "SELECT seq, id, abstraction, value, kind, speaker, source_turn_ids, created_at, updated_at "
+            f"FROM entries WHERE seq IN ({marks}) AND graph_id = ?",
+            [*part, graph_id],
+        ):
+            seq = row[0]
+            result[seq] = MemoryEntry(
+                id=row[1], graph_id=graph_id, abstraction=row[2], value=row[3], kind=row[4], speaker=row[5],
+                source_turn_ids=json.loads(row[6]), created_at=row[7], updated_at=row[8], **extra[seq],
+            )  # fmt: skip
+    return result
+
+
+def read_episodes(conn: sqlite3.Connection, graph_id: str) -> list[Episode]:
+    """All episodes of a graph, in insertion order."""
+    return [
+        Episode(
+            id=r[0],
+            graph_id=graph_id,
+            text=r[1],
+            title=r[2],
+            source_turn_ids=json.loads(r[3]),
+            start_time=r[4],
+            end_time=r[5],
+        )
+        for r in conn.execute(
+            "SELECT id, text, title, source_turn_ids, start_time, end_time FROM episodes WHERE graph_id = ? "
+            "ORDER BY seq",
+            (graph_id,),
+        )
+    ]
+
+
+def read_anchors(conn: sqlite3.Connection, graph_id: str) -> list[CueAnchor]:
+    """All anchors of a graph with their entry ids, in insertion order."""
+    members: dict[int, list[str]] = {}
+    for anchor_seq, entry_id in conn.execute(
+        "SELECT l.anchor_seq, e.id FROM entry_anchors l JOIN entries e ON e.seq = l.entry_seq "
+        "WHERE e.graph_id = ? ORDER BY l.anchor_seq, e.seq",
+        (graph_id,),
+    ):
+        members.setdefault(anchor_seq, []).append(entry_id)
+    return [
+        CueAnchor(id=anchor_id, graph_id=graph_id, text=text, entry_ids=members.get(seq, []))
+        for seq, anchor_id, text in conn.execute(
+            "SELECT seq, id, text FROM anchors WHERE graph_id = ? ORDER BY seq", (graph_id,)
+        )
+    ]

@@ -1,0 +1,155 @@
+"""A growable in-memory matrix of unit vectors with exact top-k and an automatic usearch HNSW index."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from memora_rl.memory.config import StoreConfig
+
+logger = logging.getLogger(__name__)
+
+
+def as_unit_vector(vector: np.ndarray, dim: int, what: str) -> np.ndarray:
+    """Return `vector` as float32 (dim,), L2-normalised; raise on a wrong shape or a zero vector."""
+    from memora_rl.errors import GraphError
+
+    array = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if array.shape[0] != dim:
+        raise GraphError(
+            f"{what} has dimension {array.shape[0]}, the store holds {dim}-d vectors. Use the same embedder."
+        )
+    norm = float(np.linalg.norm(array))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise GraphError(f"{what} is a zero or non-finite vector; pass an L2-normalised embedding.")
+    return array / norm
+
+
+class VectorTable:
+    """Rows of unit vectors addressed by row number; removed rows become tombstones.
+
+    Exact search is one matrix-vector product; once `ann_threshold` rows are live the first
+    search builds a usearch HNSW index that later adds and removes keep in sync. ANN hits
+    are re-scored exactly from the float32 rows, so returned scores are true cosines.
+    """
+
+    def __init__(self, dim: int, config: StoreConfig, capacity: int = 1024) -> None:
+        self.dim = dim
+        self.config = config
+        self._matrix = np.zeros((capacity, dim), dtype=np.float32)  # (capacity, dim)
+        self._alive = np.zeros(capacity, dtype=bool)  # (capacity,)
+        self.size = 0
+        self.live = 0
+        self._ann: object | None = None
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The used rows, shape (size, dim); tombstones are zero rows."""
+        return self._matrix[: self.size]
+
+    @property
+    def alive(self) -> np.ndarray:
+        """Boolean mask of live rows, shape (size,)."""
+        return self._alive[: self.size]
+
+    @property
+    def uses_ann(self) -> bool:
+        """True once the HNSW index has been built."""
+        return self._ann is not None
+
+    def _grow(self, needed: int) -> None:
+        capacity = self._matrix.shape[0]
+        if needed <= capacity:
+            return
+        new_capacity = max(needed, capacity * 2)
+        matrix = np.zeros((new_capacity, self.dim), dtype=np.float32)
+        matrix[: self.size] = self._matrix[: self.size]
+        alive = np.zeros(new_capacity, dtype=bool)
+        alive[: self.size] = self._alive[: self.size]
+        self._matrix, self._alive = matrix, alive
+
+    def append(self, vectors: np.ndarray) -> np.ndarray:
+        """Append unit rows (n, dim); returns their row numbers (n,)."""
+        vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, self.dim)
+        start = self.size
+        self._grow(start + len(vectors))
+        self._matrix[start : start + len(vectors)] = vectors
+        self._alive[start : start + len(vectors)] = True
+        self.size += len(vectors)
+        self.live += len(vectors)
+        rows = np.arange(start, start + len(vectors))
+        if self._ann is not None and len(rows):
+            self._ann.add(rows, vectors, threads=2)  # type: ignore[attr-defined]
+        return rows
+
+    def replace(self, row: int, vector: np.ndarray) -> None:
+        """Overwrite one live row (e.g. a refined abstraction)."""
+        self._matrix[row] = vector
+        if self._ann is not None:
+            self._ann.remove(row)  # type: ignore[attr-defined]
+            self._ann.add(row, vector)  # type: ignore[attr-defined]
+
+    def remove(self, row: int) -> None:
+        """Turn a row into a tombstone."""
+        if not self._alive[row]:
+            return
+        self._alive[row] = False
+        self._matrix[row] = 0.0
+        self.live -= 1
+        if self._ann is not None:
+            self._ann.remove(row)  # type: ignore[attr-defined]
+
+    def build_ann(self) -> None:
+        """Build the HNSW index over the live rows now (normally done lazily by `top_k`)."""
+        from usearch.index import Index
+
+        index = Index(
+            ndim=self.dim,
+            metric="cos",
+            dtype=self.config.ann_dtype,
+            connectivity=self.config.ann_connectivity,
+            expansion_add=self.config.ann_expansion_add,
+            expansion_search=self.config.ann_expansion_search,
+        )
+        rows = np.flatnonzero(self.alive)
+        if len(rows):
+            index.add(rows, self._matrix[rows], threads=2)
+        self._ann = index
+        logger.info("built an HNSW index over %d vectors", len(rows))
+
+    def top_k(self, query: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Best `k` live rows by cosine to the unit `query`, restricted to `mask` (size,) when given.
+
+        Returns:
+            (rows, scores), both (<= k,), best first.
+        """
+        if k <= 0 or self.live == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if self._ann is None and self.live >= self.config.ann_threshold:
+            self.build_ann()
+        allowed = self.alive if mask is None else self.alive & mask
+        if self._ann is not None and (mask is None or allowed.sum() * 10 >= self.live):
+            rows, scores = self._ann_top_k(query, k, allowed)
+            if len(rows) >= min(k, int(allowed.sum())):
+                return rows, scores
+        return self._exact_top_k(query, k, allowed)
+
+    def _exact_top_k(self, query: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        candidates = np.flatnonzero(allowed)
+        if len(candidates) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        # (n_allowed,): skip the gather when every row is allowed
+        scores = self.matrix @ query if len(candidates) == self.size else self._matrix[candidates] @ query
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return candidates[top], scores[top]
+
+    def _ann_top_k(self, query: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        wanted = min(k * self.config.ann_oversample, self.live)
+        matches = self._ann.search(query, wanted)  # type: ignore[attr-defined]
+        rows = np.asarray(matches.keys, dtype=np.int64)
+        rows = rows[allowed[rows]]
+        scores = self._matrix[rows] @ query  # exact re-score, (n,)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return rows[order], scores[order]

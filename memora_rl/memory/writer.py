@@ -1,0 +1,330 @@
+"""Mutations of the SQLite graph store: episodes, create-or-update, anchors, delete, bulk loads.
+
+A mixin of `SQLiteGraphStore`: each public method embeds what it needs first, then writes
+in one transaction, then updates the in-memory view of the graph if it is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import numpy as np
+
+from memora_rl.errors import GraphError
+from memora_rl.memory import sql_io
+from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.graph_cache import EntryRow, GraphCache, timestamp
+from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, MemoryEntry, ValueVersion
+from memora_rl.memory.store import Decider, MergeDecision, UpsertResult
+from memora_rl.memory.vectors import as_unit_vector
+
+
+def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
+    """Items of both, first-seen order, no duplicates."""
+    return list(dict.fromkeys([*first, *second]))
+
+
+class GraphWriter:
+    """Write operations; relies on the plumbing that `SQLiteGraphStore` defines."""
+
+    config: StoreConfig
+    path: Path
+    dim: int
+    _transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
+    _embed: Callable[[Sequence[str]], np.ndarray]
+    _cache: Callable[..., GraphCache]
+    _loaded_cache: Callable[[str], GraphCache | None]
+    _record_dim: Callable[[sqlite3.Connection, int], None]
+    _caches: dict[str, GraphCache]
+    get_entries: Callable[[str, Sequence[str]], list[MemoryEntry]]
+
+    def add_episode(self, episode: Episode) -> Episode:
+        """Store (or replace, by id) an episode with the embedding of its text."""
+        vector = self._embed([episode.text or episode.title or episode.id])[0]
+        with self._transaction() as conn:
+            self._record_dim(conn, len(vector))
+            sql_io.ensure_graph(conn, episode.graph_id)
+            conn.execute(
+                "INSERT INTO episodes(graph_id, id, text, title, source_turn_ids, start_time, end_time, vector) "
+                "VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(graph_id, id) DO UPDATE SET text=excluded.text, "
+                "title=excluded.title, source_turn_ids=excluded.source_turn_ids, start_time=excluded.start_time, "
+                "end_time=excluded.end_time, vector=excluded.vector",
+                (episode.graph_id, episode.id, episode.text, episode.title, json.dumps(episode.source_turn_ids),
+                 sql_io.iso(episode.start_time), sql_io.iso(episode.end_time), sql_io.blob(vector)),
+            )  # fmt: skip
+        return episode
+
+    def _anchor_vectors(self, texts: Sequence[str], given: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+        """Unit vectors per normalised anchor text: from `given` (keyed by text) or embedded."""
+        vectors: dict[str, np.ndarray] = {}
+        for text, vector in (given or {}).items():
+            vectors[sql_io.normalise_anchor(text)] = as_unit_vector(vector, self.dim, f"Anchor vector of {text!r}")
+        missing = {sql_io.normalise_anchor(t): t.strip() for t in texts if sql_io.normalise_anchor(t) not in vectors}
+        missing.pop("", None)
+        if missing:
+            embedded = self._embed(list(missing.values()))
+            vectors.update(zip(missing.keys(), embedded, strict=True))
+        return vectors
+
+    def upsert_entry(
+        self,
+        graph_id: str,
+        candidate: EntryCandidate,
+        decider: Decider,
+        *,
+        abstraction_vector: np.ndarray | None = None,
+        value_vector: np.ndarray | None = None,
+        anchor_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> UpsertResult:
+        """Create-or-update: the top-k existing abstractions with cosine >= gamma go to `decider`.
+
+        A merge keeps the old value in `history`, may refine the abstraction, and unions source
+        turn ids, episode ids and anchors; otherwise a new entry is created. Pass precomputed
+        unit vectors (`anchor_vectors` maps anchor text -> vector) to skip embedding.
+        """
+        if abstraction_vector is None or value_vector is None:
+            abstraction_vector, value_vector = self._embed([candidate.abstraction, candidate.value])
+        abstraction_vector = as_unit_vector(abstraction_vector, self.dim, "The abstraction vector")
+        value_vector = as_unit_vector(value_vector, self.dim, "The value vector")
+        anchors_by_text = self._anchor_vectors(candidate.anchors, anchor_vectors)
+        similar = self._similar_entries(graph_id, abstraction_vector)
+        decision = decider(candidate, similar) if similar else MergeDecision(action="create")
+        if decision.action == "create":
+            return self._create(graph_id, candidate, abstraction_vector, value_vector, anchors_by_text)
+        target = next((entry for entry in similar if entry.id == decision.target_id), None)
+        if target is None:
+            raise GraphError(
+                f"The decider merged into {decision.target_id!r}, which is not among the similar entries "
+                f"{[entry.id for entry in similar]}. A decider must pick one of the entries it was shown."
+            )
+        return self._merge(graph_id, candidate, target, decision, value_vector, anchors_by_text)
+
+    def _similar_entries(self, graph_id: str, abstraction_vector: np.ndarray) -> list[MemoryEntry]:
+        """Existing entries whose abstraction cosine is >= gamma, best first (at most top_k)."""
+        known = self._loaded_cache(graph_id)
+        if known is None:
+            try:
+                known = self._cache(graph_id)
+            except GraphError:
+                return []
+        rows, scores = known.abstractions.top_k(abstraction_vector, self.config.upsert.top_k)
+        ids = [
+            known.entry_ids[row] for row, score in zip(rows, scores, strict=True) if score >= self.config.upsert.gamma
+        ]
+        return self.get_entries(graph_id, ids) if ids else []
+
+    def _create(
+        self,
+        graph_id: str,
+        candidate: EntryCandidate,
+        abstraction_vector: np.ndarray,
+        value_vector: np.ndarray,
+        anchor_vectors: dict[str, np.ndarray],
+    ) -> UpsertResult:
+        with self._transaction() as conn:
+            self._record_dim(conn, len(abstraction_vector))
+            sql_io.ensure_graph(conn, graph_id)
+            (entry_id,) = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", 1)
+            entry = MemoryEntry(
+                id=entry_id, graph_id=graph_id, abstraction=candidate.abstraction, value=candidate.value,
+                kind=candidate.kind, episode_ids=list(dict.fromkeys(candidate.episode_ids)),
+                source_turn_ids=list(dict.fromkeys(candidate.source_turn_ids)), speaker=candidate.speaker,
+                created_at=candidate.time, updated_at=candidate.time,
+            )  # fmt: skip
+            (seq,) = sql_io.insert_entries(conn, [entry], abstraction_vector[None], value_vector[None])
+            anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
+            sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
+        entry.anchor_ids = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
+        cache = self._loaded_cache(graph_id)
+        if cache is not None:
+            row = EntryRow(entry_id, seq, entry.speaker, timestamp(entry.created_at), entry.episode_ids)
+            cache.add_entries([row], abstraction_vector[None], value_vector[None])
+            self._sync_links(cache, entry_id, anchors, anchor_vectors)
+        return UpsertResult(entry=entry, created=True)
+
+    def _merge(
+        self,
+        graph_id: str,
+        candidate: EntryCandidate,
+        target: MemoryEntry,
+        decision: MergeDecision,
+        candidate_value_vector: np.ndarray,
+        anchor_vectors: dict[str, np.ndarray],
+    ) -> UpsertResult:
+        abstraction = decision.refined_abstraction or target.abstraction
+        value = decision.merged_value if decision.merged_value is not None else candidate.value
+        value_vector = candidate_value_vector if value == candidate.value else self._embed([value])[0]
+        abstraction_vector = (
+            self._embed([abstraction])[0]
+            if abstraction != target.abstraction
+            else self._stored_abstraction(graph_id, target.id)
+        )
+        old = ValueVersion(value=target.value, abstraction=target.abstraction, source_turn_ids=target.source_turn_ids,
+                           recorded_at=target.updated_at or target.created_at)  # fmt: skip
+        merged = target.model_copy(deep=True)
+        merged.abstraction, merged.value, merged.history = abstraction, value, [*target.history, old]
+        merged.source_turn_ids = _union(target.source_turn_ids, candidate.source_turn_ids)
+        merged.episode_ids = _union(target.episode_ids, candidate.episode_ids)
+        merged.updated_at = candidate.time or target.updated_at
+        with self._transaction() as conn:
+            seqs = sql_io.entry_seqs(conn, graph_id, [target.id])
+            if target.id not in seqs:
+                raise GraphError(f"Entry {target.id!r} vanished from graph {graph_id!r} before the merge; retry.")
+            seq = seqs[target.id]
+            conn.execute(
+                "UPDATE entries SET abstraction=?, value=?, source_turn_ids=?, updated_at=?, abstraction_vector=?, "
+                "value_vector=? WHERE seq=?",
+                (abstraction, value, json.dumps(merged.source_turn_ids), sql_io.iso(merged.updated_at),
+                 sql_io.blob(abstraction_vector), sql_io.blob(value_vector), seq),
+            )  # fmt: skip
+            sql_io.append_history(conn, seq, [old], start=len(target.history))
+            added = merged.episode_ids[len(target.episode_ids) :]
+            conn.executemany(
+                "INSERT INTO entry_episodes(entry_seq, position, episode_id) VALUES (?,?,?)",
+                [(seq, len(target.episode_ids) + i, episode) for i, episode in enumerate(added)],
+            )
+            anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
+            sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
+            old_anchor_seqs = [
+                r[0] for r in conn.execute("SELECT anchor_seq FROM entry_anchors WHERE entry_seq=?", (seq,))
+            ]
+            sql_io.prune_anchors(conn, old_anchor_seqs)
+        merged.anchor_ids = _union(target.anchor_ids, [ref.id for ref in anchors.values()])
+        cache = self._loaded_cache(graph_id)
+        if cache is not None:
+            cache.update_entry(target.id, abstraction_vector, value_vector, added)
+            self._sync_links(cache, target.id, anchors, anchor_vectors)
+        return UpsertResult(entry=merged, created=False)
+
+    def _stored_abstraction(self, graph_id: str, entry_id: str) -> np.ndarray:
+        """The stored abstraction vector of an entry (no re-embedding when it is unchanged)."""
+        cache = self._cache(graph_id)
+        return cache.abstractions.matrix[cache.entry_row[entry_id]].copy()
+
+    def _sync_links(
+        self, cache: GraphCache, entry_id: str, anchors: dict[str, sql_io.AnchorRef], vectors: dict[str, np.ndarray]
+    ) -> None:
+        """Mirror new anchors and links of one entry into the in-memory view."""
+        for norm, ref in anchors.items():
+            if ref.id not in cache.anchor_row:
+                cache.add_anchor(ref.id, ref.text, vectors[norm])
+            cache.link(entry_id, ref.id)
+
+    def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:
+        """Link an entry to anchors (same normalised text -> same anchor); returns the linked anchors."""
+        vectors = self._anchor_vectors(anchor_texts, None)
+        with self._transaction() as conn:
+            seqs = sql_io.entry_seqs(conn, graph_id, [entry_id])
+            if entry_id not in seqs:
+                raise GraphError(
+                    f"Entry {entry_id!r} is not in graph {graph_id!r} of {self.path}; cannot link anchors."
+                )
+            anchors = sql_io.ensure_anchors(conn, graph_id, anchor_texts, vectors)
+            sql_io.link_entry_anchors(conn, [(seqs[entry_id], ref.seq) for ref in anchors.values()])
+        cache = self._loaded_cache(graph_id)
+        if cache is not None:
+            self._sync_links(cache, entry_id, anchors, vectors)
+        return [
+            CueAnchor(id=ref.id, graph_id=graph_id, text=ref.text, entry_ids=[entry_id]) for ref in anchors.values()
+        ]
+
+    def delete_entry(self, graph_id: str, entry_id: str) -> None:
+        """Delete an entry (history, links cascade) and prune anchors left without entries, in one transaction."""
+        with self._transaction() as conn:
+            seqs = sql_io.entry_seqs(conn, graph_id, [entry_id])
+            if entry_id not in seqs:
+                raise GraphError(f"Entry {entry_id!r} is not in graph {graph_id!r} of {self.path}; nothing deleted.")
+            anchor_seqs = [
+                r[0] for r in conn.execute("SELECT anchor_seq FROM entry_anchors WHERE entry_seq=?", (seqs[entry_id],))
+            ]
+            conn.execute("DELETE FROM entries WHERE seq = ?", (seqs[entry_id],))
+            pruned = sql_io.prune_anchors(conn, anchor_seqs)
+        cache = self._loaded_cache(graph_id)
+        if cache is not None:
+            cache.remove_entry(entry_id)
+            for anchor_id in pruned:
+                cache.remove_anchor(anchor_id)
+
+    def add_entries_bulk(
+        self,
+        graph_id: str,
+        candidates: Sequence[EntryCandidate],
+        abstraction_vectors: np.ndarray | None = None,
+        value_vectors: np.ndarray | None = None,
+        anchor_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> list[str]:
+        """Create many entries in ONE transaction, without create-or-update (fast loads, benchmarks).
+
+        Args:
+            graph_id: the graph (created if missing).
+            candidates: entries to create; their anchors are existence-checked as usual.
+            abstraction_vectors: (n, dim) unit rows, or None to embed the abstractions.
+            value_vectors: (n, dim) unit rows, or None to embed the values.
+            anchor_vectors: anchor text -> unit vector; texts absent here are embedded.
+
+        Returns:
+            The new entry ids, in the order of `candidates`.
+        """
+        entries = [
+            MemoryEntry(id="", graph_id=graph_id, abstraction=c.abstraction, value=c.value, kind=c.kind,
+                        episode_ids=list(dict.fromkeys(c.episode_ids)), speaker=c.speaker,
+                        source_turn_ids=list(dict.fromkeys(c.source_turn_ids)), created_at=c.time, updated_at=c.time)
+            for c in candidates
+        ]  # fmt: skip
+        return self._write_bulk(graph_id, entries, [c.anchors for c in candidates], abstraction_vectors,
+                                value_vectors, anchor_vectors)  # fmt: skip
+
+    def import_entries(
+        self, graph_id: str, entries: Sequence[MemoryEntry], anchor_texts: Sequence[Sequence[str]]
+    ) -> list[str]:
+        """Insert entries keeping their ids, times and history (JSONL import); one transaction."""
+        return self._write_bulk(graph_id, [e.model_copy(deep=True) for e in entries], anchor_texts, None, None, None)
+
+    def _write_bulk(
+        self,
+        graph_id: str,
+        entries: list[MemoryEntry],
+        anchor_texts: Sequence[Sequence[str]],
+        abstraction_vectors: np.ndarray | None,
+        value_vectors: np.ndarray | None,
+        anchor_vectors: Mapping[str, np.ndarray] | None,
+    ) -> list[str]:
+        if abstraction_vectors is None:
+            abstraction_vectors = self._embed([e.abstraction for e in entries])
+        if value_vectors is None:
+            value_vectors = self._embed([e.value for e in entries])
+        abstraction_vectors = _unit_rows(abstraction_vectors, len(entries), "abstraction_vectors")
+        value_vectors = _unit_rows(value_vectors, len(entries), "value_vectors")
+        all_texts = list(dict.fromkeys(t for texts in anchor_texts for t in texts))
+        vectors = self._anchor_vectors(all_texts, anchor_vectors)
+        with self._transaction() as conn:
+            self._record_dim(conn, abstraction_vectors.shape[1])
+            sql_io.ensure_graph(conn, graph_id)
+            fresh = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", sum(1 for e in entries if not e.id))
+            fresh_ids = iter(fresh)
+            for entry in entries:
+                entry.id = entry.id or next(fresh_ids)
+                entry.graph_id = graph_id
+            sql_io.bump_counter(conn, graph_id, "next_entry", "e", [e.id for e in entries])
+            seqs = sql_io.insert_entries(conn, entries, abstraction_vectors, value_vectors)
+            anchors = sql_io.ensure_anchors(conn, graph_id, all_texts, vectors)
+            links = {(seq, anchors[n].seq) for seq, texts in zip(seqs, anchor_texts, strict=True)
+                     for n in map(sql_io.normalise_anchor, texts) if n}  # fmt: skip
+            sql_io.link_entry_anchors(conn, sorted(links))
+        self._caches.pop(graph_id, None)  # reloaded on next use
+        return [entry.id for entry in entries]
+
+
+def _unit_rows(vectors: np.ndarray, count: int, name: str) -> np.ndarray:
+    """Check an (count, dim) float32 matrix and L2-normalise its rows."""
+    array = np.asarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[0] != count:
+        raise GraphError(f"{name} has shape {array.shape}; expected ({count}, dim), one row per entry.")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+        raise GraphError(f"{name} holds zero or non-finite rows; pass L2-normalised embeddings.")
+    return array / norms

@@ -1,0 +1,88 @@
+"""Prompt templates and few-shot turns of the retrieval policy (one place for every word it reads).
+
+The few-shot episode is invented (no dataset text) and is rendered by the same renderer
+as live observations, so the policy sees identical formatting in examples and episodes.
+"""
+
+from __future__ import annotations
+
+from memora_rl.env.state import FrontierView, ObservationState
+from memora_rl.memory.records import MemoryEntry
+from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction
+
+SYSTEM_PROMPT = (
+    "You search a memory graph to collect the memories needed to answer a question.\n"
+    "Each turn shows the question, the working set (memories retrieved so far, as [id] abstraction: value), "
+    'the frontier (memories linked to the working set by a cue anchor, as [id] via "anchor": abstraction) '
+    "and the budget left.\n"
+    "Reply with exactly one JSON object and nothing else:\n"
+    '{"action": "expand", "ids": ["e12", "e40"]} adds frontier memories to the working set (cost per id);\n'
+    '{"action": "refine", "query": "better search words"} searches again and adds the best matches;\n'
+    '{"action": "stop"} ends the search once the working set answers the question.\n'
+    "Collect what the question needs, skip duplicates, and spend little budget."
+)
+
+QUESTION_TEMPLATE = "Question: {question}"
+QUERY_TEMPLATE = "Current query: {query}"
+WORKING_SET_HEADER = "Working set ({count}):"
+WORKING_SET_EMPTY = "Working set: empty"
+ENTRY_TEMPLATE = "[{entry_id}] {abstraction}: {value}"
+FRONTIER_HEADER = "Frontier ({count}, expand up to {max_ids} ids per turn):"
+FRONTIER_EMPTY = "Frontier: empty (refine or stop)"
+FRONTIER_TEMPLATE = '[{entry_id}] via "{anchor}": {abstraction}'
+BUDGET_TEMPLATE = (
+    "Budget left: {budget_left:g} of {budget:g} (expand {expand_cost:g} per id, refine {refine_cost:g}). "
+    "Step {step} of {max_steps}."
+)
+ERROR_TEMPLATE = "Your last action was invalid: {error}"
+INSTRUCTION = "Reply with one JSON action."
+ELLIPSIS = "…"
+
+_GRAPH = "example"
+
+
+def _entry(entry_id: str, abstraction: str, value: str) -> MemoryEntry:
+    """A made-up entry for the few-shot episode."""
+    return MemoryEntry(id=entry_id, graph_id=_GRAPH, abstraction=abstraction, value=value)
+
+
+_JOB = _entry("e3", "Maya's job", "Maya became team lead at Orbit Labs in March 2025.")
+_TEAM = _entry("e7", "Maya's team", "Maya manages four engineers on the billing team.")
+_CITY = _entry("e9", "Maya's home city", "Maya moved from Leeds to Bristol in May 2025, after her promotion.")
+
+_EXAMPLE_BASE = {
+    "question": "Which city did Maya move to after her promotion?",
+    "query": "Which city did Maya move to after her promotion?",
+    "budget": 6.0,
+    "max_steps": 6,
+    "expand_cost_per_id": 1.0,
+    "refine_cost": 1.0,
+    "max_ids_per_expand": 3,
+}
+
+FEW_SHOT_EPISODE: list[tuple[ObservationState, ExpandAction | RefineAction | StopAction]] = [
+    (
+        ObservationState(
+            **_EXAMPLE_BASE,
+            working_set=[_JOB, _TEAM],
+            frontier=[
+                FrontierView(entry_id="e9", anchor="Maya + relocation", abstraction="Maya's home city"),
+                FrontierView(entry_id="e15", anchor="Orbit Labs + office", abstraction="Orbit Labs offices"),
+            ],
+            budget_left=6.0,
+            step=0,
+        ),
+        ExpandAction(ids=["e9"]),
+    ),
+    (
+        ObservationState(
+            **_EXAMPLE_BASE,
+            working_set=[_JOB, _TEAM, _CITY],
+            frontier=[FrontierView(entry_id="e15", anchor="Orbit Labs + office", abstraction="Orbit Labs offices")],
+            budget_left=5.0,
+            step=1,
+        ),
+        StopAction(),
+    ),
+]
+"""An invented two-turn episode (expand the linked memory, then stop) shown as real chat turns."""

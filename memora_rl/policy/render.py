@@ -1,0 +1,228 @@
+"""Render the env state as the policy's user turn, within a token budget; build the chat prompt.
+
+The same functions serve training, evaluation and serving, so the policy reads identical
+text everywhere. Token counts use the policy's tokenizer when one is given (any object with
+Hugging Face's `encode(text, add_special_tokens=False)` and `decode(ids)`), otherwise an
+estimate of one token per four characters.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any, Protocol
+
+from memora_rl.env.state import FrontierView, ObservationState
+from memora_rl.policy import prompts
+from memora_rl.policy.parse import format_action
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PROMPT_TOKENS = 512
+"""Default token budget of one rendered observation (SmolLM2 serves 2048-token contexts)."""
+CHARS_PER_TOKEN = 4
+"""Characters per token assumed when no tokenizer is given."""
+
+
+class Tokenizer(Protocol):
+    """The slice of a Hugging Face tokenizer the renderer uses."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]:
+        """Token ids of `text`."""
+        ...
+
+    def decode(self, token_ids: Sequence[int], **kwargs: Any) -> str:
+        """Text of `token_ids`."""
+        ...
+
+
+class TokenMeter:
+    """Counts and cuts text in tokens of one tokenizer (or the 4-characters-per-token estimate)."""
+
+    def __init__(self, tokenizer: Tokenizer | None = None) -> None:
+        self.tokenizer = tokenizer
+        self._ids: dict[str, list[int]] = {}
+
+    def _encode(self, text: str) -> list[int]:
+        """Token ids of `text`, memoised for this meter."""
+        ids = self._ids.get(text)
+        if ids is None:
+            ids = list(self.tokenizer.encode(text, add_special_tokens=False))  # type: ignore[union-attr]
+            self._ids[text] = ids
+        return ids
+
+    def count(self, text: str) -> int:
+        """Number of tokens in `text`."""
+        if self.tokenizer is None:
+            return math.ceil(len(text) / CHARS_PER_TOKEN)
+        return len(self._encode(text))
+
+    def shorten(self, text: str, max_tokens: int) -> str:
+        """`text` cut to at most `max_tokens` tokens, ending in an ellipsis when cut."""
+        if self.count(text) <= max_tokens:
+            return text
+        if max_tokens <= 0:
+            return prompts.ELLIPSIS
+        if self.tokenizer is None:
+            return text[: max_tokens * CHARS_PER_TOKEN].rstrip() + prompts.ELLIPSIS
+        head = self.tokenizer.decode(self._encode(text)[:max_tokens], skip_special_tokens=True)
+        return head.rstrip() + prompts.ELLIPSIS
+
+
+def count_tokens(text: str, tokenizer: Tokenizer | None = None) -> int:
+    """Tokens in `text` with `tokenizer`, or the 4-characters-per-token estimate without one.
+
+    >>> count_tokens("twelve chars")
+    3
+    """
+    return TokenMeter(tokenizer).count(text)
+
+
+def one_line(text: str) -> str:
+    r"""Collapse whitespace (newlines included) so each entry renders on one line.
+
+    >>> one_line("a\n  b ")
+    'a b'
+    """
+    return " ".join(text.split())
+
+
+def _compose(
+    state: ObservationState,
+    abstractions: Sequence[str],
+    values: Sequence[str],
+    frontier: Sequence[FrontierView],
+    frontier_abstractions: Sequence[str],
+) -> str:
+    """Lay out the observation from already-shortened parts."""
+    lines = [prompts.QUESTION_TEMPLATE.format(question=state.question.strip())]
+    if one_line(state.query) != one_line(state.question):
+        lines.append(prompts.QUERY_TEMPLATE.format(query=one_line(state.query)))
+    if state.working_set:
+        lines.append(prompts.WORKING_SET_HEADER.format(count=len(state.working_set)))
+        for entry, abstraction, value in zip(state.working_set, abstractions, values, strict=True):
+            lines.append(prompts.ENTRY_TEMPLATE.format(entry_id=entry.id, abstraction=abstraction, value=value))
+    else:
+        lines.append(prompts.WORKING_SET_EMPTY)
+    if frontier:
+        lines.append(prompts.FRONTIER_HEADER.format(count=len(frontier), max_ids=state.max_ids_per_expand))
+        for item, abstraction in zip(frontier, frontier_abstractions, strict=True):
+            lines.append(
+                prompts.FRONTIER_TEMPLATE.format(
+                    entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction
+                )
+            )
+    else:
+        lines.append(prompts.FRONTIER_EMPTY)
+    lines.append(
+        prompts.BUDGET_TEMPLATE.format(
+            budget_left=round(state.budget_left, 3),
+            budget=round(state.budget, 3),
+            expand_cost=state.expand_cost_per_id,
+            refine_cost=state.refine_cost,
+            step=state.step,
+            max_steps=state.max_steps,
+        )
+    )
+    if state.last_error:
+        lines.append(prompts.ERROR_TEMPLATE.format(error=one_line(state.last_error)))
+    lines.append(prompts.INSTRUCTION)
+    return "\n".join(lines)
+
+
+def _largest_fitting_cap(render: Callable[[int], str], meter: TokenMeter, limit: int, upper: int) -> int | None:
+    """Largest cap in [0, upper] whose rendering fits `limit` tokens (binary search), None if even 0 does not."""
+    if meter.count(render(0)) > limit:
+        return None
+    low, high = 0, upper
+    while low < high:
+        middle = (low + high + 1) // 2
+        if meter.count(render(middle)) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def render_observation(
+    state: ObservationState, tokenizer: Tokenizer | None = None, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
+) -> str:
+    """Render the user turn for `state` within `max_prompt_tokens` tokens.
+
+    Values are cut first (each to a common token cap, the largest that fits), then
+    abstractions, then the lowest-ranked frontier items are dropped. The question, ids,
+    budget line and instruction are never cut; if they alone exceed the budget the text
+    is returned over budget and a warning is logged.
+    """
+    meter = TokenMeter(tokenizer)
+    abstractions = [one_line(entry.abstraction) for entry in state.working_set]
+    values = [one_line(entry.value) for entry in state.working_set]
+    frontier = list(state.frontier)
+    frontier_abstractions = [one_line(item.abstraction) for item in frontier]
+    full = _compose(state, abstractions, values, frontier, frontier_abstractions)
+    if meter.count(full) <= max_prompt_tokens:
+        return full
+
+    def with_value_cap(cap: int) -> str:
+        return _compose(state, abstractions, [meter.shorten(v, cap) for v in values], frontier, frontier_abstractions)
+
+    longest = max((meter.count(v) for v in values), default=0)
+    cap = _largest_fitting_cap(with_value_cap, meter, max_prompt_tokens, longest)
+    if cap is not None:
+        return with_value_cap(cap)
+    values = [meter.shorten(v, 0) for v in values]
+
+    def with_abstraction_cap(cap: int) -> str:
+        return _compose(
+            state,
+            [meter.shorten(a, cap) for a in abstractions],
+            values,
+            frontier,
+            [meter.shorten(a, cap) for a in frontier_abstractions],
+        )
+
+    longest = max((meter.count(a) for a in abstractions + frontier_abstractions), default=0)
+    cap = _largest_fitting_cap(with_abstraction_cap, meter, max_prompt_tokens, longest)
+    if cap is not None:
+        return with_abstraction_cap(cap)
+    abstractions = [meter.shorten(a, 0) for a in abstractions]
+    short_frontier = [meter.shorten(a, 0) for a in frontier_abstractions]
+
+    def with_frontier_size(size: int) -> str:
+        return _compose(state, abstractions, values, frontier[:size], short_frontier[:size])
+
+    size = _largest_fitting_cap(with_frontier_size, meter, max_prompt_tokens, len(frontier))
+    text = with_frontier_size(size or 0)
+    if size is None:
+        logger.warning(
+            "Observation needs %d tokens even with values, abstractions and frontier removed (limit %d); "
+            "raise max_prompt_tokens or lower initial_top_k.",
+            meter.count(text),
+            max_prompt_tokens,
+        )
+    return text
+
+
+@cache
+def few_shot_messages() -> tuple[tuple[str, str], ...]:
+    """The few-shot episode as (user, assistant) text pairs, rendered like live observations."""
+    return tuple(
+        (render_observation(state, max_prompt_tokens=10_000), format_action(action))
+        for state, action in prompts.FEW_SHOT_EPISODE
+    )
+
+
+def initial_messages(observation: str) -> list[dict[str, str]]:
+    """System prompt, the few-shot turns as real chat turns, then the first observation.
+
+    Later turns: append `{"role": "assistant", "content": action_text}` and
+    `{"role": "user", "content": next_observation}`.
+    """
+    messages = [{"role": "system", "content": prompts.SYSTEM_PROMPT}]
+    for user_text, assistant_text in few_shot_messages():
+        messages.append({"role": "user", "content": user_text})
+        messages.append({"role": "assistant", "content": assistant_text})
+    messages.append({"role": "user", "content": observation})
+    return messages

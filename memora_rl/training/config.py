@@ -1,0 +1,165 @@
+"""`TrainConfig`: every knob of a GRPO training run, with its default, in one typed model.
+
+Presets live in `configs/grpo/*.yaml` as small overrides of these defaults; the CLI and
+`train/grpo.py` apply `key=value` overrides on top (see `memora_rl.config.load_config`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from memora_rl.config import StrictModel
+from memora_rl.errors import ConfigError
+
+
+class LoraSettings(StrictModel):
+    """The LoRA adapter trained on top of the frozen base model (peft)."""
+
+    r: int = Field(8, ge=1, le=256)
+    """Adapter rank. The vLLM server is started with `--max-lora-rank` >= this value."""
+    alpha: int = Field(16, ge=1)
+    """LoRA scaling numerator (`lora_alpha`); the update is scaled by alpha / r."""
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapter input during training (0 keeps trainer and server logprobs identical)."""
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    """Module names that get an adapter (Llama/Qwen attention and MLP projections by default)."""
+
+
+class GRPOSettings(StrictModel):
+    """GRPO optimisation and rollout settings (mapped onto TRL's `GRPOConfig`)."""
+
+    num_generations: int = Field(4, ge=2)
+    """Group size G: episodes played per task; advantages are computed within each group."""
+    beta: float = Field(0.04, gt=0.0)
+    """KL penalty weight against the reference (the same model with the adapter disabled); must be > 0."""
+    loss_type: Literal["grpo", "dapo", "dr_grpo", "bnpo"] = "dapo"
+    """TRL loss aggregation: `grpo` (per-sequence mean), `dapo`/`bnpo` (token-level), `dr_grpo` (constant norm)."""
+    learning_rate: float = Field(1.5e-4, gt=0.0, le=1e-2)
+    """AdamW learning rate. LoRA wants about 1e-4 to 2e-4 (TRL's 1e-6 default is for full fine-tuning)."""
+    max_steps: int = Field(20, ge=1)
+    """Optimizer steps to train for."""
+    per_device_batch_size: int = Field(8, ge=1)
+    """Episodes per device per micro-batch; must be a multiple of `num_generations` (whole groups)."""
+    gradient_accumulation: int = Field(1, ge=1)
+    """Micro-batches per optimizer step; one generation batch is played per optimizer step."""
+    temperature: float = Field(1.0, gt=0.0, le=2.0)
+    """Sampling temperature; the trainer divides logits by the same value, so they must match."""
+    max_turns: int = Field(3, ge=1)
+    """Policy turns per episode at most; when reached, the episode is closed with a forced `stop`."""
+    max_new_tokens: int = Field(48, ge=1)
+    """Tokens generated per turn at most (one JSON action is about 10-30 tokens)."""
+    max_completion_tokens: int = Field(384, ge=8)
+    """Tokens of the whole multi-turn completion (policy + observation tokens) at most; longer ones are cut."""
+    max_grad_norm: float = Field(1.0, gt=0.0)
+    """Gradient clipping norm."""
+    warmup_steps: int = Field(0, ge=0)
+    """Linear learning-rate warmup steps."""
+    scale_rewards: Literal["group", "batch", "none"] = "group"
+    """Advantage scaling: divide by the group std (`group`), the batch std (`batch`) or not at all (`none`)."""
+
+    @model_validator(mode="after")
+    def _check_groups(self) -> GRPOSettings:
+        """Reject a batch that does not hold whole groups and a turn longer than the completion budget."""
+        if self.per_device_batch_size % self.num_generations:
+            raise ValueError(
+                f"per_device_batch_size={self.per_device_batch_size} is not a multiple of "
+                f"num_generations={self.num_generations}; set it to a multiple, e.g. {2 * self.num_generations}."
+            )
+        if self.max_new_tokens > self.max_completion_tokens:
+            raise ValueError(
+                f"max_new_tokens={self.max_new_tokens} exceeds max_completion_tokens={self.max_completion_tokens}; "
+                "raise max_completion_tokens or lower max_new_tokens."
+            )
+        return self
+
+
+class ServerSettings(StrictModel):
+    """Where vLLM rollouts are generated: a server this run starts, or one already running."""
+
+    url: str | None = None
+    """Base URL of a running OpenAI-compatible vLLM server (`http://host:port/v1`); None starts one."""
+    start: bool = True
+    """Start (and stop) a vLLM server for this run when `url` is None."""
+    port: int | None = Field(None, ge=1024, le=65535)
+    """Port of a server this run starts (None: a free one)."""
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    """Server weights dtype. float32 on CPU: a bf16 server lags the trainer's LoRA (DESIGN §6a)."""
+    max_model_len: int = Field(2048, ge=256)
+    """Context length of a server this run starts (prompt + completion tokens)."""
+    gpu_memory_utilization: float = Field(0.3, gt=0.0, le=0.95)
+    """Share of GPU memory a server this run starts may take (GPU only; the trainer shares the card)."""
+    timeout_s: float = Field(120.0, gt=0.0)
+    """Seconds to wait for one completions request."""
+    max_concurrency: int = Field(16, ge=1)
+    """Prompts sent in one completions request at most."""
+
+
+class LoggingSettings(StrictModel):
+    """Where metrics and sample trajectories go."""
+
+    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
+    """`auto`: online when logged in to wandb, offline otherwise; `disabled` turns wandb off."""
+    wandb_project: str = "memora-rl"
+    """wandb project name."""
+    sample_every: int = Field(5, ge=0)
+    """Print a rich table of sample trajectories every N steps (0: never); all go to `samples.jsonl`."""
+    samples_per_step: int = Field(2, ge=1)
+    """Trajectories written to `samples.jsonl` per step."""
+
+
+class TrainConfig(StrictModel):
+    """One GRPO training run of the retrieval policy (see DESIGN.md §6)."""
+
+    run_name: str = "quickstart"
+    """Run name; outputs go to `<output_root>/<run_name>/`."""
+    model: str = "smollm2-135m-instruct"
+    """Base policy model: a registry name, a local folder, or a hub id (`memora_rl.llm.registry`)."""
+    env: str = "synthetic"
+    """Environment name registered in `memora_rl.env.registry` (see `envs/`)."""
+    split: str = "train"
+    """Task split the env draws training tasks from."""
+    max_tasks: int | None = Field(None, ge=1)
+    """Use only the first N tasks of the split (None: all)."""
+    backend: Literal["vllm", "transformers"] = "vllm"
+    """Rollout generation: a vLLM server with runtime LoRA loading, or in-process transformers sampling."""
+    lora: LoraSettings = Field(default_factory=LoraSettings)
+    grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    reward_weights: dict[str, float] | None = None
+    """Weight per judge component (the rewards GRPO optimises); None takes them from the env's judge."""
+    output_root: Path = Path("checkpoints")
+    """Folder that holds one sub-folder per run."""
+    save_steps: int = Field(10, ge=1)
+    """Save a checkpoint (adapter, optimizer, trainer state, config, data split) every N steps."""
+    save_total_limit: int | None = Field(3, ge=1)
+    """Keep at most N checkpoints (None: keep all)."""
+    resume: bool = False
+    """Resume from the latest checkpoint in the run folder (same data order, same step count)."""
+    seed: int = 0
+    """Seed for the data order, LoRA init and sampling."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the trainer runs: `auto` picks CUDA when available."""
+
+    @property
+    def output_dir(self) -> Path:
+        """The run folder `<output_root>/<run_name>`."""
+        return self.output_root / self.run_name
+
+    @model_validator(mode="after")
+    def _check_run_name(self) -> TrainConfig:
+        """Refuse run names that would escape the output folder."""
+        if not self.run_name or "/" in self.run_name or self.run_name.startswith("."):
+            raise ValueError(f"run_name={self.run_name!r} must be a plain folder name, e.g. 'quickstart'.")
+        return self
+
+
+def require_valid(config: TrainConfig) -> None:
+    """Cross-checks that need more than the config itself (rank vs served rank)."""
+    if config.backend == "vllm" and config.server.url is None and not config.server.start:
+        raise ConfigError("backend=vllm needs server.url=<http://host:port/v1> or server.start=true.")

@@ -1,0 +1,173 @@
+"""`run(config)`: one GRPO training run, end to end (env, policy, server, trainer, outputs).
+
+Outputs under `checkpoints/<run>/`: `config.yaml` (resolved), `data_split.json`, `metrics.jsonl`,
+`samples.jsonl`, `data_order.jsonl`, `checkpoint-<step>/` (adapter, optimizer, scheduler,
+trainer state, RNG, config, split) and `final/` (the trained adapter and tokenizer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memora_rl.config import dump_config
+from memora_rl.errors import ConfigError
+from memora_rl.llm.server import base_model_name
+from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
+from memora_rl.training.config import TrainConfig, require_valid
+from memora_rl.training.generation import Generator, TransformersGenerator, VLLMGenerator
+from memora_rl.training.rewards import judge_weights, make_component_rewards
+from memora_rl.training.rollout import EpisodePlayer, GRPORollout, RolloutSettings, end_of_turn_ids
+from memora_rl.training.sync import AdapterSync
+from memora_rl.training.trainer import build_grpo_config, build_policy, build_trainer, resolve_device, tasks_dataset
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Where a finished run left its outputs."""
+
+    run_dir: Path
+    final_step: int
+    adapter_dir: Path
+    metrics_path: Path
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The `checkpoint-<step>` folder with the highest step, or None."""
+    steps = [(int(path.name.split("-")[1]), path) for path in run_dir.glob("checkpoint-*") if path.name[11:].isdigit()]
+    return max(steps)[1] if steps else None
+
+
+def _prepare_run_dir(config: TrainConfig) -> Path | None:
+    """Create the run folder; return the checkpoint to resume from (None for a fresh run)."""
+    run_dir = config.output_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = latest_checkpoint(run_dir)
+    if config.resume and checkpoint is None:
+        raise ConfigError(f"resume=true but {run_dir} holds no checkpoint-<step> folder; drop resume to start fresh.")
+    if not config.resume and checkpoint is not None:
+        raise ConfigError(
+            f"{run_dir} already holds {checkpoint.name}; pass resume=true to continue it, "
+            "or choose another run_name (or delete the folder)."
+        )
+    if not config.resume:
+        for name in ("metrics.jsonl", "samples.jsonl", "data_order.jsonl"):
+            (run_dir / name).unlink(missing_ok=True)
+    dump_config(config, run_dir / "config.yaml")
+    return checkpoint
+
+
+def _write_split(config: TrainConfig, task_ids: list[str]) -> None:
+    """Save the task split; on resume it must equal the one the run started with."""
+    path = config.output_dir / "data_split.json"
+    split = {"env": config.env, "split": config.split, "task_ids": task_ids}
+    if config.resume and path.is_file() and json.loads(path.read_text()) != split:
+        raise ConfigError(
+            f"The tasks of env={config.env!r} split={config.split!r} differ from the ones in {path}; "
+            "resume with the same env, split and max_tasks."
+        )
+    path.write_text(json.dumps(split, indent=1))
+
+
+def _load_env(config: TrainConfig, tokenizer: Any) -> tuple[Any, list[Any], Any]:
+    """The env, its training tasks, and a factory for more env instances (one per concurrent episode)."""
+    from memora_rl.env.registry import make_env
+
+    env, tasks = make_env(config.env, split=config.split, tokenizer=tokenizer)
+    tasks = list(tasks)[: config.max_tasks] if config.max_tasks else list(tasks)
+    pool = [env]
+
+    def factory() -> Any:
+        if pool:
+            return pool.pop()
+        return make_env(config.env, split=config.split, tokenizer=tokenizer)[0]
+
+    return env, tasks, factory
+
+
+def served_lora_rank(rank: int) -> int:
+    """Smallest `--max-lora-rank` vLLM accepts that holds `rank`.
+
+    >>> served_lora_rank(8), served_lora_rank(12), served_lora_rank(16)
+    (8, 16, 16)
+    """
+    return next(allowed for allowed in (8, 16, 32, 64, 128, 256) if allowed >= rank)
+
+
+@contextlib.contextmanager
+def vllm_server(config: TrainConfig) -> Iterator[str]:
+    """Yield the `/v1` URL of the rollout server: the configured one, or one started (and stopped) for this run."""
+    from memora_rl.llm.server import ServerConfig, VLLMServer, attach, cuda_available
+
+    if config.server.url is not None:
+        yield attach(config.server.url).base_url
+        return
+    extra = ["--gpu-memory-utilization", f"{config.server.gpu_memory_utilization:g}"] if cuda_available() else []
+    server_config = ServerConfig(
+        model=config.model,
+        port=config.server.port,
+        dtype=config.server.dtype,
+        max_model_len=config.server.max_model_len,
+        max_lora_rank=served_lora_rank(config.lora.r),
+        extra_args=extra,
+    )
+    with VLLMServer(server_config) as server:
+        yield server.base_url
+
+
+def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
+    """Train the retrieval policy with GRPO as `config` says; returns where the outputs are.
+
+    Args:
+        config: The run's settings.
+        callbacks: Extra `transformers.TrainerCallback`s (tests use one to interrupt a run).
+    """
+    require_valid(config)
+    device = resolve_device(config)
+    checkpoint = _prepare_run_dir(config)
+    model, tokenizer = build_policy(config, device)
+    env, tasks, env_factory = _load_env(config, tokenizer)
+    _write_split(config, [task.id for task in tasks])
+    dataset, task_by_prompt = tasks_dataset(tasks)
+    reward_funcs, reward_weights = make_component_rewards(config.reward_weights or judge_weights(env.config.judge))
+    from memora_rl.policy.render import initial_messages
+
+    grpo = config.grpo
+    player = EpisodePlayer(
+        tokenizer, initial_messages, RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
+    )
+    stop_ids = end_of_turn_ids(tokenizer, player.turn_format)
+    server = vllm_server(config) if config.backend == "vllm" else contextlib.nullcontext(None)
+    with server as server_url:
+        generator: Generator
+        trainer_callbacks: list[Any] = [CheckpointExtras(config.output_dir)]
+        sync = None
+        if server_url is not None:
+            generator = VLLMGenerator(
+                server_url, base_model_name(server_url), stop_ids, config.server.timeout_s, config.server.max_concurrency
+            )
+            sync = AdapterSync(generator, server_url, config.output_dir / "adapters")
+            trainer_callbacks.append(sync)
+        else:
+            generator = TransformersGenerator(model, tokenizer, stop_ids)
+        trainer_callbacks.append(MetricsWriter(config.output_dir / "metrics.jsonl", player, sync))
+        recorder = BatchRecorder(config.output_dir, config.logging.samples_per_step, config.logging.sample_every)
+        rollout = GRPORollout(player, generator, task_by_prompt, env_factory, on_batch=recorder)
+        args = build_grpo_config(config, reward_weights, device)
+        trainer = build_trainer(
+            model, tokenizer, args, dataset, reward_funcs, rollout, trainer_callbacks + list(callbacks or [])
+        )
+        logger.info("training %s on %d tasks (%s backend, %s)", config.run_name, len(tasks), config.backend, device)
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    adapter_dir = config.output_dir / "final"
+    trainer.save_model(str(adapter_dir))
+    tokenizer.save_pretrained(str(adapter_dir))
+    dump_config(config, adapter_dir / "train_config.yaml")
+    return RunResult(config.output_dir, trainer.state.global_step, adapter_dir, config.output_dir / "metrics.jsonl")

@@ -1,0 +1,80 @@
+"""Adapter-only weight sync: after each optimizer step, hot-load the new LoRA into the vLLM server.
+
+The adapter is saved with `save_pretrained`, loaded under a fresh name `policy_v<step>`
+(`/v1/load_lora_adapter`), the rollout generator is switched to that name, and the previous
+name is unloaded. No NCCL and no full-weight copies, so it works on CPU and GPU (DESIGN §6a).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from memora_rl.training.generation import VLLMGenerator
+
+logger = logging.getLogger(__name__)
+
+
+def adapter_name(step: int) -> str:
+    """Served name of the adapter after `step` optimizer steps.
+
+    >>> adapter_name(12)
+    'policy_v12'
+    """
+    return f"policy_v{step}"
+
+
+class AdapterSync(TrainerCallback):
+    """Saves the adapter and hot-swaps it into the vLLM server; keeps the last two adapter folders."""
+
+    def __init__(self, generator: VLLMGenerator, server_url: str, adapters_dir: Path) -> None:
+        self.generator = generator
+        self.server_url = server_url
+        self.adapters_dir = adapters_dir
+        self.loaded: str | None = None
+        self._folders: list[Path] = []
+        self.total_s = 0.0
+        self.count = 0
+
+    def sync(self, model: Any, step: int) -> None:
+        """Save `model`'s adapter, load it as `policy_v<step>`, point the generator at it, unload the old one."""
+        from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
+
+        started = time.perf_counter()
+        name = adapter_name(step)
+        folder = self.adapters_dir / name
+        model.save_pretrained(str(folder))
+        load_lora_adapter(self.server_url, name, str(folder), inplace=True)  # a resumed run may reuse a name
+        self.generator.model = name
+        if self.loaded is not None and self.loaded != name:
+            unload_lora_adapter(self.server_url, self.loaded)
+        self.loaded = name
+        self._folders.append(folder)
+        while len(self._folders) > 2:  # vLLM may read an adapter lazily: keep the previous folder one more step
+            shutil.rmtree(self._folders.pop(0), ignore_errors=True)
+        self.total_s += time.perf_counter() - started
+        self.count += 1
+        logger.debug("adapter %s loaded in %.3f s", name, time.perf_counter() - started)
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        """Serve the starting adapter (fresh or resumed) before the first rollout."""
+        self.sync(kwargs["model"], state.global_step)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """Serve the adapter the optimizer step just produced."""
+        self.sync(kwargs["model"], state.global_step)
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """Unload the last adapter so a shared server is left as it was found."""
+        from memora_rl.llm.server import unload_lora_adapter
+
+        if self.loaded is not None:
+            unload_lora_adapter(self.server_url, self.loaded)
+            self.loaded = None

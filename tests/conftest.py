@@ -1,0 +1,78 @@
+"""Session-wide fixtures: the tiny real model, the embedder, LoCoMo, one shared vLLM server.
+
+Set MEMORA_RL_VLLM_URL (e.g. http://127.0.0.1:8100) to reuse a running server instead
+of starting one for the session. Tests marked `gpu` are skipped when CUDA is absent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOCOMO_PATH = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+TINY_MODEL = "smollm2-135m-instruct"
+SERVED_NAME = "smollm2"
+VLLM_URL_ENV = "MEMORA_RL_VLLM_URL"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip `gpu`-marked tests on machines without CUDA (torch is imported only if such tests exist)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; torch.cuda.is_available() is False here")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    """Local folder of SmolLM2-135M-Instruct (bf16 safetensors + ChatML tokenizer), pulled on first use."""
+    from memora_rl.llm.registry import resolve_model
+
+    return Path(resolve_model(TINY_MODEL))
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The default all-MiniLM-L6-v2 embedder (384-d, L2-normalised, disk-cached)."""
+    from memora_rl.embedding import get_embedder
+
+    return get_embedder()
+
+
+@pytest.fixture(scope="session")
+def locomo_path() -> Path:
+    """Path of locomo10.json beside the repo; skips the test when the file is absent."""
+    if not LOCOMO_PATH.is_file():
+        pytest.skip(f"LoCoMo not found at {LOCOMO_PATH} (read-only shared data; absent on this machine)")
+    return LOCOMO_PATH
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Iterator[object]:
+    """A vLLM server with `.base_url` (".../v1") and `.model`: MEMORA_RL_VLLM_URL if set, else one for the session.
+
+    The session server serves the tiny model as "smollm2" in float32 with runtime LoRA
+    (max rank 16), and is stopped when the session ends.
+    """
+    from memora_rl.llm.server import ServerConfig, VLLMServer, attach
+
+    url = os.environ.get(VLLM_URL_ENV)
+    if url:
+        yield attach(url)
+        return
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not installed; `pip install -e .[serve-cpu]` (or set MEMORA_RL_VLLM_URL)")
+    config = ServerConfig(model=TINY_MODEL, served_name=SERVED_NAME, dtype="float32", max_lora_rank=16)
+    with VLLMServer(config) as server:
+        yield server

@@ -1,0 +1,220 @@
+"""The vLLM server manager: launch, health-wait, stop by process group, runtime LoRA, clear errors.
+
+Lifecycle tests run a small stand-in HTTP server through the same `VLLMServer` code (fast);
+the integration tests use the session `vllm_server` fixture (real vLLM, tiny model).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memora_rl.errors import ServerError
+from memora_rl.llm.server import (
+    ServerConfig,
+    VLLMServer,
+    attach,
+    free_port,
+    list_served_models,
+    load_lora_adapter,
+    unload_lora_adapter,
+    wait_healthy,
+)
+
+# A stand-in server: answers /health and /v1/models, starts a grandchild in its process group,
+# writes the grandchild's pid to argv[4], and optionally ignores SIGTERM.
+STAND_IN_SERVER = """
+import http.server, json, signal, subprocess, sys
+port, name, ignore_term, pid_file = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", sys.argv[4]
+if ignore_term:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+open(pid_file, "w").write(str(child.pid))
+print("stand-in server up", flush=True)
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        models = {"data": [{"id": name, "parent": None}]}
+        body = json.dumps(models).encode() if self.path == "/v1/models" else b"ok"
+        self.send_response(200); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+class StandInServer(VLLMServer):
+    """VLLMServer whose command is the stand-in script (or any script given)."""
+
+    def __init__(self, tmp_path: Path, script: str = STAND_IN_SERVER, ignore_term: bool = False, **kw: object) -> None:
+        super().__init__(ServerConfig(model=str(tmp_path), served_name="stand-in", log_path=tmp_path / "log", **kw))
+        self.script, self.ignore_term = script, ignore_term
+        self.pid_file = tmp_path / "grandchild.pid"
+
+    def command(self, model_path: str) -> list[str]:
+        flag = "1" if self.ignore_term else "0"
+        return [sys.executable, "-c", self.script, str(self.port), self.model, flag, str(self.pid_file)]
+
+
+def _is_gone(pid: int) -> bool:
+    """True when `pid` no longer runs (absent, or a zombie waiting for its new parent)."""
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "\nState:\tZ" in status.read_text()
+    except FileNotFoundError:
+        return True
+
+
+def _wait_gone(pid: int, timeout_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if _is_gone(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("ignore_term", [False, True])
+def test_start_serves_then_stop_kills_the_process_group(tmp_path: Path, ignore_term: bool) -> None:
+    server = StandInServer(tmp_path, ignore_term=ignore_term)
+    with server:
+        assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
+        assert [m["id"] for m in list_served_models(server.base_url)] == ["stand-in"]
+        assert attach(server.base_url).model == "stand-in"
+        leader, grandchild = server.process.pid, int(server.pid_file.read_text())
+        assert not _is_gone(leader) and not _is_gone(grandchild)
+        server.stop(grace_s=1.0)  # SIGTERM; escalates to SIGKILL when ignored
+    assert server.process is None and not server.is_running()
+    assert _wait_gone(leader) and _wait_gone(grandchild)
+    assert "stand-in server up" in server.log_path.read_text()
+
+
+def test_early_exit_raises_with_the_log_tail(tmp_path: Path) -> None:
+    script = "import sys; print('fatal: bad model config', flush=True); sys.exit(3)"
+    server = StandInServer(tmp_path, script=script)
+    with pytest.raises(ServerError, match=r"exited with code 3(.|\n)*fatal: bad model config"):
+        server.start()
+    assert server.process is None
+
+
+def test_startup_timeout_raises_and_cleans_up(tmp_path: Path) -> None:
+    script = "import time; print('still loading', flush=True); time.sleep(600)"
+    server = StandInServer(tmp_path, script=script, startup_timeout_s=2.0)
+    with pytest.raises(ServerError, match=r"did not become healthy(.|\n)*still loading"):
+        server.start()
+    assert server.process is None
+
+
+def test_taken_port_is_refused_before_launch(tmp_path: Path) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(ServerError, match=f"Port {port} .* already in use"):
+            StandInServer(tmp_path, port=port).start()
+
+
+def test_nothing_listening_gives_a_server_error_naming_url_and_fix() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    with pytest.raises(ServerError, match=r"127\.0\.0\.1(.|\n)*memora-rl serve"):
+        list_served_models(url)
+    with pytest.raises(ServerError, match="No healthy vLLM server"):
+        wait_healthy(url, timeout_s=1.0)
+    with pytest.raises(ServerError, match="memora-rl serve"):
+        attach(url, timeout_s=1.0)
+
+
+def test_command_and_environment_follow_the_recipe(tmp_path: Path) -> None:
+    server = VLLMServer(ServerConfig(model=str(tmp_path), served_name="smollm2", port=8123, dtype="float32"))
+    command = server.command(str(tmp_path))
+    assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    joined = " ".join(command)
+    assert "--served-model-name smollm2 --max-model-len 2048 --host 127.0.0.1 --port 8123" in joined
+    assert "--enable-lora --max-lora-rank 16" in joined and joined.endswith("--dtype float32")
+    cpu_env = server.environment(str(tmp_path), on_cuda=False)
+    assert cpu_env["VLLM_CPU_KVCACHE_SPACE"] == "2" and cpu_env["HF_HUB_OFFLINE"] == "1"
+    assert cpu_env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "1" and cpu_env["VLLM_NO_USAGE_STATS"] == "1"
+    assert "VLLM_CPU_KVCACHE_SPACE" not in server.environment(str(tmp_path), on_cuda=True)
+
+
+def _complete(base_url: str, model: str, prompt: str) -> str:
+    payload = {"model": model, "prompt": prompt, "max_tokens": 16, "temperature": 0.0}
+    response = httpx.post(f"{base_url}/completions", json=payload, timeout=120)
+    response.raise_for_status()
+    return response.json()["choices"][0]["text"]
+
+
+def _make_adapter(model_dir: Path, out_dir: Path) -> Path:
+    """A rank-8 LoRA on the attention projections with random, non-zero lora_B (so outputs change)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+    model = get_peft_model(base, config)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.2)
+    model.save_pretrained(out_dir)
+    return out_dir
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_chat_completion(vllm_server: object) -> None:
+    payload = {
+        "model": vllm_server.model,
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": 16,
+        "temperature": 0.0,
+    }
+    response = httpx.post(f"{vllm_server.base_url}/chat/completions", json=payload, timeout=120)
+    response.raise_for_status()
+    choice = response.json()["choices"][0]
+    assert "Paris" in choice["message"]["content"]
+    assert choice["finish_reason"] == "stop"  # eos = <|im_end|> ends the turn
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_runtime_lora_changes_greedy_output_and_unloads(
+    vllm_server: object, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    adapter = _make_adapter(tiny_model_dir, tmp_path / "adapter")
+    name = f"test_lora_{uuid.uuid4().hex[:8]}"
+    prompt = "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n"
+    base_text = _complete(vllm_server.base_url, vllm_server.model, prompt)
+    load_lora_adapter(vllm_server.base_url, name, adapter)
+    try:
+        assert name in [m["id"] for m in list_served_models(vllm_server.base_url)]
+        lora_text = _complete(vllm_server.base_url, name, prompt)
+        assert lora_text != base_text
+        load_lora_adapter(vllm_server.base_url, name, adapter, inplace=True)  # reloading one name
+    finally:
+        unload_lora_adapter(vllm_server.base_url, name)
+    assert name not in [m["id"] for m in list_served_models(vllm_server.base_url)]
+    with pytest.raises(httpx.HTTPStatusError):
+        _complete(vllm_server.base_url, name, prompt)
+    assert _complete(vllm_server.base_url, vllm_server.model, prompt) == base_text
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_bogus_model_folder_fails_with_the_log_tail(tmp_path: Path) -> None:
+    pytest.importorskip("vllm")
+    bogus = tmp_path / "bogus-model"
+    bogus.mkdir()
+    (bogus / "config.json").write_text('{"model_type": "no-such-architecture"}')
+    server = VLLMServer(ServerConfig(model=str(bogus), served_name="bogus", startup_timeout_s=300))
+    with pytest.raises(ServerError, match=r"exited with code(.|\n)*Last lines of"):
+        server.start()
+    assert server.process is None
+    assert "no-such-architecture" in server.log_path.read_text()

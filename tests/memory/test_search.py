@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from memora_rl.memory import EntryCandidate, SearchFilters, SQLiteGraphStore, StoreConfig, always_create
+from memora_rl.memory.search import fts_match_expression, rrf_fuse
+from tests.memory.helpers import perturb, random_unit
+
+FACTS = [
+    ("Alice's employer", "Alice works at Nova as a backend engineer", "Alice", ["Alice + job", "Nova + company"], 1),
+    ("Bob's pet", "Bob adopted a beagle named Rex last spring", "Bob", ["Bob + pet"], 2),
+    ("Alice's hobby", "Alice paints watercolour landscapes on weekends", "Alice", ["Alice + hobby"], 3),
+    ("Bob's trip", "Bob flew to Lisbon for a conference in June", "Bob", ["Bob + travel", "Lisbon + city"], 4),
+    ("Carol's diet", "Carol became vegetarian after reading about factory farms", "Carol", ["Carol + food"], 5),
+    ("Alice's sibling", "Alice has a younger brother called Tom who studies law", "Alice", ["Alice + family"], 6),
+]
+
+
+@pytest.fixture
+def facts_store(store):
+    ids = []
+    for abstraction, value, speaker, anchors, month in FACTS:
+        result = store.upsert_entry(
+            "g",
+            EntryCandidate(abstraction=abstraction, value=value, speaker=speaker, anchors=anchors,
+                           time=datetime(2026, month, 1), episode_ids=[f"ep{month % 2}"]),
+            always_create,
+        )  # fmt: skip
+        ids.append(result.entry.id)
+    return store, ids
+
+
+@pytest.mark.parametrize(
+    ("question", "fact"),
+    [
+        ("Where does Alice work?", 0),
+        ("What is the name of Bob's dog?", 1),
+        ("Which city did Bob travel to?", 3),
+        ("Why did Carol stop eating meat?", 4),
+        ("Does Alice have siblings?", 5),
+    ],
+)
+def test_a_question_finds_its_fact(facts_store, question, fact):
+    store, ids = facts_store
+    hits = store.search("g", question, k=3)
+    assert hits[0].entry_id == ids[fact]
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_vector_query_needs_no_text(facts_store, embedder):
+    store, ids = facts_store
+    hits = store.search("g", embedder.encode_one("watercolour painting"), k=1)
+    assert hits[0].entry_id == ids[2]
+
+
+def test_filters_speaker_time_episode(facts_store):
+    store, ids = facts_store
+    by_speaker = store.search("g", "job", k=10, filters=SearchFilters(speaker="bob"))
+    assert {h.entry_id for h in by_speaker} == {ids[1], ids[3]}
+    by_time = store.search("g", "anything", k=10, filters=SearchFilters(start_time=datetime(2026, 2, 15),
+                                                                        end_time=datetime(2026, 5, 1)))  # fmt: skip
+    assert {h.entry_id for h in by_time} == {ids[2], ids[3], ids[4]}
+    by_episode = store.search("g", "anything", k=10, filters=SearchFilters(episode_ids=["ep0"]))
+    assert {h.entry_id for h in by_episode} == {ids[1], ids[3], ids[5]}
+    assert store.search("g", "x", filters=SearchFilters(speaker="nobody")) == []
+
+
+def test_rrf_rewards_agreement():
+    fused = rrf_fuse([[1, 2, 3], [2, 1], [2]], rrf_k=60)
+    assert max(fused, key=fused.get) == 2
+    assert fused[3] == pytest.approx(1 / 63)
+    assert rrf_fuse([], rrf_k=60) == {}
+
+
+def test_fts_expression_is_safe():
+    assert fts_match_expression("?? !!") is None
+    assert fts_match_expression('AND OR NOT "x"') == '"and" OR "or" OR "not" OR "x"'
+
+
+def test_bm25_channel_finds_rare_word(facts_store):
+    store, ids = facts_store
+    hits = store.search("g", "Lisbon", k=1)
+    assert hits[0].entry_id == ids[3]
+
+
+def _bulk(store: SQLiteGraphStore, rng: np.random.Generator, count: int) -> tuple[list[str], np.ndarray]:
+    vectors = random_unit(rng, count)
+    anchors = {f"anchor {i}": v for i, v in enumerate(random_unit(rng, count // 5))}
+    cands = [EntryCandidate(abstraction=f"a{i}", value=f"v{i}", anchors=[f"anchor {i % (count // 5)}"])
+             for i in range(count)]  # fmt: skip
+    ids = store.add_entries_bulk("g", cands, vectors, vectors, anchors)
+    return ids, vectors
+
+
+@pytest.mark.slow
+def test_ann_path_agrees_with_exact_recall_at_10(tmp_path):
+    rng = np.random.default_rng(1)
+    exact = SQLiteGraphStore(tmp_path / "a.sqlite", config=StoreConfig(bm25=False))
+    ids, vectors = _bulk(exact, rng, 3000)
+    approx = SQLiteGraphStore(tmp_path / "a.sqlite", config=StoreConfig(bm25=False, ann_threshold=100))
+    queries = perturb(rng, vectors[rng.choice(len(vectors), 50, replace=False)], noise=1.0)
+    recalls = []
+    for query in queries:
+        truth = {h.entry_id for h in exact.search("g", query, k=10)}
+        found = {h.entry_id for h in approx.search("g", query, k=10)}
+        recalls.append(len(truth & found) / 10)
+    cache = approx._cache("g")
+    assert cache.abstractions.uses_ann and not exact._cache("g").abstractions.uses_ann
+    assert np.mean(recalls) >= 0.9
+    # the ANN index follows deletes and filters
+    victim = next(iter(found))
+    approx.delete_entry("g", victim)
+    assert victim not in {h.entry_id for h in approx.search("g", query, k=10)}
+    exact.close()
+    approx.close()
