@@ -5,8 +5,17 @@ from memora_rl.env.spec import EnvSpec, SplitSpec, SyntheticSource
 
 SPEC = EnvSpec(
     name="synthetic",
-    description="Generated conversations with planted facts (4 conversations); builds in seconds.",
-    data=SyntheticSource(options={"conversations": 4, "seed": 0}),
+    description="Generated conversations with planted facts (4 conversations, ~80 questions); builds in a minute.",
+    # Smaller than the generator's defaults so the first build stays short on a laptop.
+    data=SyntheticSource(
+        options={
+            "conversations": 4,
+            "sessions_per_conversation": 6,
+            "turns_per_session": 12,
+            "questions_per_conversation": 20,
+            "seed": 0,
+        }
+    ),
     builder="extractive",
     # 4 conversations: 2 train / 1 validation / 1 test, whole conversations per split.
     split=SplitSpec(method="by_conversation", train=0.5, validation=0.25, test=0.25, seed=0),

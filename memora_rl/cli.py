@@ -36,12 +36,22 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEB
 
 def _register_subcommands() -> None:
     """Attach each sub-package's typer app; imports stay light so `--help` is fast."""
+    from memora_rl.builders.cli import graph_app
     from memora_rl.data.cli import data_app
+    from memora_rl.env.cli import env_app
+    from memora_rl.evaluation.cli import eval_app
+    from memora_rl.export.cli import export
     from memora_rl.llm.cli import models_app, serve
+    from memora_rl.training.cli import train
 
     app.add_typer(models_app, name="models")
     app.command("serve")(serve)
     app.add_typer(data_app, name="data")
+    app.command("export")(export)
+    app.add_typer(eval_app, name="eval")
+    app.add_typer(graph_app, name="graph")
+    app.add_typer(env_app, name="env")
+    app.command("train")(train)
 
 
 _register_subcommands()

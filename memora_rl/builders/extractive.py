@@ -71,11 +71,11 @@ class ExtractiveConfig(StrictModel):
     """Turns longer than this (whitespace words) are split at sentence ends into statements of at most this."""
     min_content_words: int = Field(default=2, ge=1)
     """A turn or chunk needs this many content words (not stopwords, fillers or speaker names) to be kept."""
-    max_ngram: int = Field(default=3, ge=1, le=5)
+    max_ngram: int = Field(default=2, ge=1, le=5)
     """Longest candidate keyphrase, in words."""
     max_anchors: int = Field(default=3, ge=1, le=3)
     """Cue anchors per entry (1-3)."""
-    anchor_min_score: float = Field(default=0.35, ge=-1.0, le=1.0)
+    anchor_min_score: float = Field(default=0.3, ge=-1.0, le=1.0)
     """Cosine to the statement a second or third keyphrase needs to become an anchor (the first always does)."""
     mmr_diversity: float = Field(default=0.5, ge=0.0, le=1.0)
     """MMR trade-off: 0 ranks keyphrases by relevance only, 1 by novelty only."""
@@ -209,27 +209,29 @@ class ExtractiveBuilder:
         """Build (or finish building) the graph of `conversation`; a fully built one is skipped."""
         started = time.perf_counter()
         graph_id = graph_id or conversation.id
-        plan = self.plan(conversation, graph_id)
-        total_turns = sum(segment.turns for segment in plan)
-        done_statements, done_episodes = _stored_progress(store, graph_id)
+        done_statements, done_episodes, covered_turns = _stored_progress(store, graph_id)
+        turns = sum(len(session.turns) for session in conversation.sessions)
         report = BuildReport(
             graph_id=graph_id,
             conversation_id=conversation.id,
             skipped=False,
-            turns=total_turns,
-            statements=sum(len(segment.candidates) for segment in plan),
+            turns=turns,
+            statements=0,
             entries_created=0,
             entries_merged=0,
             episodes_added=0,
             seconds=0.0,
         )
+        statements = self.statements(conversation)
+        report.statements = len(statements)
+        if conversation.turn_ids() <= covered_turns and all((s.turn_id, s.text) in done_statements for s in statements):
+            logger.info("graph %s is already built; skipped", graph_id)
+            return report.model_copy(update={"skipped": True, "seconds": time.perf_counter() - started})
+        plan = self.plan(conversation, graph_id)
         pending = [
             (segment, [c for c in segment.candidates if (c.source_turn_ids[0], c.value) not in done_statements])
             for segment in plan
         ]
-        if all(segment.episode.id in done_episodes and not todo for segment, todo in pending):
-            logger.info("graph %s is already built; skipped", graph_id)
-            return report.model_copy(update={"skipped": True, "seconds": time.perf_counter() - started})
         self._warm_cache([candidate for _, todo in pending for candidate in todo], plan)
         done_turns = 0
         for segment, todo in pending:
@@ -242,19 +244,25 @@ class ExtractiveBuilder:
                 report.entries_merged += int(not result.created)
             done_turns += segment.turns
             if progress is not None:
-                progress(done_turns, total_turns)
+                progress(done_turns, turns)
         report.seconds = time.perf_counter() - started
         return report
+
+    def statements(self, conversation: Conversation) -> list[Statement]:
+        """The salient statements of every turn, in conversation order (pure; no embedding)."""
+        names = speaker_name_tokens(conversation.speakers)
+        config = self.config
+        return [
+            statement
+            for turn in conversation.turns()
+            for statement in turn_statements(turn, config.max_statement_words, config.min_content_words, names)
+        ]
 
     def plan(self, conversation: Conversation, graph_id: str) -> list[PlannedSegment]:
         """Everything the build will write, computed without touching a store (deterministic)."""
         config = self.config
         names = speaker_name_tokens(conversation.speakers)
-        statements = [
-            statement
-            for turn in conversation.turns()
-            for statement in turn_statements(turn, config.max_statement_words, config.min_content_words, names)
-        ]
+        statements = self.statements(conversation)
         statement_vectors = self.embedder.encode([statement.text for statement in statements])  # (S, dim)
         phrases = [candidate_phrases(s.text, config.max_ngram, ignore=names) for s in statements]
         vocabulary = sorted({phrase for statement_phrases in phrases for phrase in statement_phrases})
@@ -323,10 +331,13 @@ class ExtractiveBuilder:
     def _title(
         self, vectors: list[np.ndarray], rows: list[int], vocabulary: list[str], phrase_vectors: np.ndarray
     ) -> str:
-        """Episode cue: the keyphrases closest to the episode's mean statement vector, MMR-diversified."""
+        """Episode cue: the keyphrases closest to the episode's mean statement vector, MMR-diversified.
+
+        An episode without any salient statement (greetings only) is titled "small talk".
+        """
         rows = sorted(set(rows))
         if not vectors or not rows:
-            return ""
+            return "small talk"
         centre = np.mean(vectors, axis=0)
         centre = centre / max(float(np.linalg.norm(centre)), 1e-12)
         picked = mmr_select(centre, phrase_vectors[rows], self.config.title_keyphrases, self.config.mmr_diversity)
@@ -353,13 +364,19 @@ def _episode(graph_id: str, episode_id: str, turns: Sequence[Turn], title: str) 
     )
 
 
-def _stored_progress(store: GraphStore, graph_id: str) -> tuple[set[tuple[str, str]], set[str]]:
-    """(turn id, value) pairs already stored (current values and history) and the stored episode ids."""
+def _stored_progress(store: GraphStore, graph_id: str) -> tuple[set[tuple[str, str]], set[str], set[str]]:
+    """What a graph already holds: (turn id, value) pairs, episode ids, turn ids covered by episodes.
+
+    The pairs come from every entry's current value and its history versions, so a statement
+    that was merged into an older entry still counts as stored.
+    """
     if graph_id not in store.graph_ids():
-        return set(), set()
+        return set(), set(), set()
     done: set[tuple[str, str]] = set()
     for entry in store.entries(graph_id):
         done.update((turn_id, entry.value) for turn_id in entry.source_turn_ids)
         for version in entry.history:
             done.update((turn_id, version.value) for turn_id in version.source_turn_ids)
-    return done, {episode.id for episode in store.episodes(graph_id)}
+    episodes = store.episodes(graph_id)
+    covered = {turn_id for episode in episodes for turn_id in episode.source_turn_ids}
+    return done, {episode.id for episode in episodes}, covered

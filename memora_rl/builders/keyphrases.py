@@ -123,14 +123,30 @@ def is_phrase_word(word: str) -> bool:
     return is_content_word(word) and word not in TEMPORAL_WORDS and not word.isdigit()
 
 
-def content_words(text: str, ignore: Iterable[str] = ()) -> list[str]:
-    """The content words of `text`, skipping normalised words in `ignore` (e.g. the speakers' names).
+class NameFilter:
+    """Recognises the words of given names and their nicknames (a prefix of 3+ letters: "Mel" of "Melanie")."""
 
-    >>> content_words("Hey Mel! Good to see you! How have you been?", ignore=["mel"])
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = sorted({normalise_token(word) for name in names for word in name.split()})
+
+    def __call__(self, word: str) -> bool:
+        """True when the normalised `word` is one of the names or a nickname of one.
+
+        >>> is_name = NameFilter(["Melanie Smith"])
+        >>> [is_name(w) for w in ["melanie", "mel", "smith", "me", "melon"]]
+        [True, True, True, False, False]
+        """
+        return any(name == word or (len(word) >= 3 and name.startswith(word)) for name in self.names)
+
+
+def content_words(text: str, ignore: Iterable[str] = ()) -> list[str]:
+    """The content words of `text`, skipping names in `ignore` and their nicknames (see `NameFilter`).
+
+    >>> content_words("Hey Mel! Good to see you! How have you been?", ignore=["Melanie"])
     []
     """
-    ignored = {normalise_token(word) for word in ignore}
-    return [word for word in words(text) if is_content_word(word) and word not in ignored]
+    is_name = NameFilter(ignore)
+    return [word for word in words(text) if is_content_word(word) and not is_name(word)]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -147,17 +163,17 @@ def candidate_phrases(text: str, max_ngram: int = 3, ignore: Iterable[str] = ())
 
     Phrase words are content words other than time words and bare numbers (`is_phrase_word`).
     Clause punctuation breaks a run, so no phrase spans a comma or a sentence end.
-    Words in `ignore` (normalised) also break a run; use it for the speakers' names.
+    Names in `ignore` and their nicknames (`NameFilter`) also break a run; use it for the speakers.
 
-    >>> candidate_phrases("I joined a pottery class, Mel. It's so relaxing!", max_ngram=2, ignore=["mel"])
+    >>> candidate_phrases("I joined a pottery class, Mel. It's so relaxing!", max_ngram=2, ignore=["Melanie"])
     ['joined', 'pottery', 'pottery class', 'class', 'relaxing']
     """
-    ignored = {normalise_token(word) for word in ignore}
+    is_name = NameFilter(ignore)
     seen: dict[str, None] = {}
     for clause in _CLAUSE_BREAK_RE.split(text):
         run: list[str] = []
         for word in [*words(clause), ""]:
-            if word and is_phrase_word(word) and word not in ignored:
+            if word and is_phrase_word(word) and not is_name(word):
                 run.append(word)
                 continue
             _add_ngrams(run, max_ngram, seen)

@@ -32,13 +32,28 @@ def _make_extractive(request: BuilderRequest) -> Builder:
     return ExtractiveBuilder(load_config(ExtractiveConfig, request.config_path, request.overrides))
 
 
+def _make_memora(request: BuilderRequest) -> Builder:
+    """The Memora LLM builder (YAML + overrides, then `--llm-base-url`/`--llm-model`)."""
+    from memora_rl.builders.llm_common import load_llm_builder_config
+    from memora_rl.builders.memora import MemoraBuilder, MemoraConfig
+
+    return MemoraBuilder(load_llm_builder_config(MemoraConfig, request))
+
+
+def _make_nemori(request: BuilderRequest) -> Builder:
+    """The NEMORI LLM builder (YAML + overrides, then `--llm-base-url`/`--llm-model`)."""
+    from memora_rl.builders.llm_common import load_llm_builder_config
+    from memora_rl.builders.nemori import NemoriBuilder, NemoriConfig
+
+    return NemoriBuilder(load_llm_builder_config(NemoriConfig, request))
+
+
 BUILDERS: dict[str, Callable[[BuilderRequest], Builder]] = {
     "extractive": _make_extractive,
+    "memora": _make_memora,
+    "nemori": _make_nemori,
 }
 """Registered builders by name."""
-
-LLM_BUILDERS: frozenset[str] = frozenset({"memora", "nemori"})
-"""Builder names that need `--llm-base-url`/`--llm-model` (listed for error messages until they land)."""
 
 
 def builder_names() -> list[str]:
@@ -54,6 +69,5 @@ def make_builder(name: str, request: BuilderRequest | None = None) -> Builder:
     """
     factory = BUILDERS.get(name)
     if factory is None:
-        hint = " (the LLM builders are not available yet)" if name in LLM_BUILDERS else ""
-        raise ConfigError(f"Unknown builder {name!r}{hint}. Valid builders: {', '.join(builder_names())}.")
+        raise ConfigError(f"Unknown builder {name!r}. Valid builders: {', '.join(builder_names())}.")
     return factory(request or BuilderRequest())

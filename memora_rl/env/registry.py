@@ -11,7 +11,6 @@ from typing import Literal
 
 from memora_rl.config import apply_overrides
 from memora_rl.data.records import Corpus, Task
-from memora_rl.env.config import EnvConfig
 from memora_rl.env.retrieval import Judge, QueryEmbedder, RetrievalEnv
 from memora_rl.env.sources import data_fingerprint, load_corpus
 from memora_rl.env.spec import EnvSpec
@@ -52,22 +51,52 @@ def get_env_spec(name: str) -> EnvSpec:
     return spec
 
 
-def resolve_env_config(spec: EnvSpec, overrides: Sequence[str] = ()) -> EnvConfig:
-    """The spec's `EnvConfig` with `key=value` overrides applied (e.g. `budget=4`, `judge.cost_weight=0`)."""
-    data = apply_overrides(spec.env.model_dump(mode="json"), list(overrides))
+def resolve_env_spec(name: str, overrides: Sequence[str] = ()) -> EnvSpec:
+    """The named spec with dotted `key=value` overrides applied to any of its fields.
+
+    Examples: `env.budget=4`, `env.judge.cost_weight=0`, `data.options.conversations=2`, `split.seed=1`.
+
+    Raises:
+        ConfigError: unknown name, or an override that breaks the spec (the message names it).
+    """
+    spec = get_env_spec(name)
+    if not overrides:
+        return spec
+    data = apply_overrides(spec.model_dump(mode="json"), list(overrides))
     try:
-        return EnvConfig.model_validate(data)
-    except ValueError as error:
-        raise ConfigError(f"Invalid env override for {spec.name!r} ({', '.join(overrides)}): {error}") from error
+        return EnvSpec.model_validate(data)
+    except (ValueError, ConfigError) as error:
+        raise ConfigError(f"Invalid override of env {name!r} ({', '.join(overrides)}): {error}") from error
 
 
 def graph_cache_path(spec: EnvSpec) -> Path:
     """Default store file of an env: `memora_home()/graphs/<name>-<hash>.sqlite` (hash of data + builder)."""
-    builder = f"{spec.builder}|{'|'.join(spec.builder_overrides)}"
+    builder = f"{spec.builder}|{'|'.join(spec.builder_overrides)}|{','.join(spec.conversations or [])}"
     digest = hashlib.sha256(f"{data_fingerprint(spec.data)}|{builder}".encode()).hexdigest()[:12]
     folder = memora_home() / "graphs"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{spec.name}-{digest}.sqlite"
+
+
+def select_conversations(spec: EnvSpec, corpus: Corpus) -> Corpus:
+    """The corpus restricted to `spec.conversations` (unchanged when None).
+
+    Raises:
+        ConfigError: a listed conversation id is not in the data (the message lists valid ids).
+    """
+    if spec.conversations is None:
+        return corpus
+    known = [conversation.id for conversation in corpus.conversations]
+    unknown = sorted(set(spec.conversations) - set(known))
+    if unknown:
+        raise ConfigError(f"Env {spec.name!r}: conversations {unknown} not in the data. Valid ids: {', '.join(known)}.")
+    keep = set(spec.conversations)
+    return corpus.model_copy(
+        update={
+            "conversations": [c for c in corpus.conversations if c.id in keep],
+            "tasks": [t for t in corpus.tasks if t.conversation_id in keep],
+        }
+    )
 
 
 def build_graphs(spec: EnvSpec, corpus: Corpus, store: GraphStore) -> None:
@@ -115,7 +144,8 @@ def make_env(
     """Make the named env over its cached graph, and return it with the tasks of `split`.
 
     The graph store defaults to `graph_cache_path(spec)` and is built with the spec's builder
-    when absent (or incomplete). `overrides` are `key=value` changes of the spec's `EnvConfig`.
+    when absent (or incomplete). `overrides` are dotted `key=value` changes of the spec
+    (see `resolve_env_spec`), e.g. `env.budget=4` or `data.options.conversations=2`.
 
     Raises:
         ConfigError: unknown env name or split, or a bad override.
@@ -123,14 +153,13 @@ def make_env(
     """
     if split not in ("train", "validation", "test", "all"):
         raise ConfigError(f"Unknown split {split!r}. Valid splits: train, validation, test, all.")
-    spec = get_env_spec(name)
-    config = resolve_env_config(spec, overrides)
-    corpus = load_corpus(spec.data)
+    spec = resolve_env_spec(name, overrides)
+    corpus = select_conversations(spec, load_corpus(spec.data))
     from memora_rl.memory import open_store
 
     path = Path(store_path) if store_path is not None else graph_cache_path(spec)
     store = open_store(path)
     build_graphs(spec, corpus, store)
     tasks = split_tasks(spec, corpus, split)
-    env = RetrievalEnv(store, config, tasks=tasks, tokenizer=tokenizer, judge=judge, embedder=embedder)
+    env = RetrievalEnv(store, spec.env, tasks=tasks, tokenizer=tokenizer, judge=judge, embedder=embedder)
     return env, tasks

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import gymnasium as gym
@@ -44,6 +46,15 @@ class Judge(Protocol):
         ...
 
 
+def _open_store(path: str | Path) -> GraphStore:
+    """Open the SQLite store at `path` (it must exist: the env never builds graphs)."""
+    from memora_rl.memory import open_store
+
+    if not Path(path).is_file():
+        raise GraphError(f"Graph store {path} does not exist; build it first (memora-rl builders build).")
+    return open_store(path)
+
+
 class RetrievalEnv(gym.Env[str, str]):
     """Walk a prebuilt memory graph (expand along cue anchors, refine the query, stop) under a budget.
 
@@ -73,10 +84,16 @@ class RetrievalEnv(gym.Env[str, str]):
     is below the cheapest action (expand one id or refine).
 
     ## Arguments
-    `store` (a `GraphStore` holding graph `task.conversation_id`), `config` (`EnvConfig`), `tasks`
+    `store` (a `GraphStore` holding graph `task.conversation_id`, or the path of a SQLite store to open,
+    which `gymnasium.make` needs since it deep-copies its arguments), `config` (`EnvConfig`), `tasks`
     (picked from with `self.np_random` when `reset` gets no task), `tokenizer` (the policy's, for the
     prompt token budget), `judge` (default `TrajectoryJudge(config.judge)`), `embedder` (for query
-    vectors; must be the store's embedder, default `memora_rl.embedding.get_embedder()`).
+    vectors ranking the frontier; must match the store's, default `store.embedder` when the store has one).
+
+    ## Attributes
+    `last_search_s`: seconds the last `reset`/`step` spent retrieving (query embedding, search,
+    frontier, entry reads; not rendering or the judge). Kept out of `info`, which must be
+    identical for identical seeds and actions.
 
     ## Version History
     v0: initial version.
@@ -86,7 +103,7 @@ class RetrievalEnv(gym.Env[str, str]):
 
     def __init__(
         self,
-        store: GraphStore,
+        store: GraphStore | str | Path,
         config: EnvConfig | None = None,
         tasks: Sequence[Task] = (),
         tokenizer: Tokenizer | None = None,
@@ -96,7 +113,8 @@ class RetrievalEnv(gym.Env[str, str]):
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or 'ansi'.")
-        self.store = store
+        self._owns_store = isinstance(store, str | Path)
+        self.store: GraphStore = _open_store(store) if isinstance(store, str | Path) else store
         self.config = config or EnvConfig()
         self.tasks = list(tasks)
         self.tokenizer = tokenizer
@@ -107,6 +125,7 @@ class RetrievalEnv(gym.Env[str, str]):
         self.observation_space = UnicodeText(max(100_000, self.config.max_prompt_tokens * 64), min_length=1)
         self._task: Task | None = None
         self._done = True
+        self.last_search_s = 0.0
         self._observation = ""
 
     # ---- Gymnasium API -------------------------------------------------------------------------
@@ -133,7 +152,9 @@ class RetrievalEnv(gym.Env[str, str]):
                 f"Task {task.id!r} needs graph {task.conversation_id!r}, which the store does not hold; "
                 "build the graph for this conversation first (memora-rl builders build)."
             )
+        started = time.perf_counter()
         self._start(task)
+        self.last_search_s = time.perf_counter() - started
         return self._observe(), self._info(action=None, error=None, stop_reason=None, components={}, trajectory=None)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, StepInfo]:
@@ -153,7 +174,9 @@ class RetrievalEnv(gym.Env[str, str]):
             raise RolloutError("step() called on a finished or never-started episode; call reset() first.")
         if not isinstance(action, str):
             raise RolloutError(f"step() takes the policy's text (str), got {type(action).__name__}.")
+        started = time.perf_counter()
         record = self._apply(action, parse_action(action))
+        self.last_search_s = time.perf_counter() - started
         self._actions.append(record)
         if record.kind in self._costs:
             self._costs[record.kind] += record.cost
@@ -175,6 +198,12 @@ class RetrievalEnv(gym.Env[str, str]):
     def render(self) -> str | None:
         """The current observation text in `ansi` mode; None otherwise."""
         return self._observation if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Close the store when the env opened it from a path (safe to call twice)."""
+        if self._owns_store:
+            self.store.close()
+            self._owns_store = False
 
     # ---- episode mechanics ---------------------------------------------------------------------
 
@@ -202,33 +231,42 @@ class RetrievalEnv(gym.Env[str, str]):
         self._working: list[MemoryEntry] = []
         self._working_ids: set[str] = set()
         self._frontier: list[FrontierView] = []
+        self._entry_cache: dict[str, MemoryEntry] = {}
         self._set_query(task.question)
         self._retrieve()
 
     def _set_query(self, query: str) -> None:
-        """Make `query` current and embed it once (search and frontier ranking reuse the vector)."""
+        """Make `query` current and embed it once (every frontier ranking until the next refine reuses it)."""
         self._query = query
         self._query_vector = self._get_embedder().encode_one(query)
 
     def _retrieve(self) -> None:
         """Add the query's top-k hits not yet retrieved to the working set, then refresh the frontier."""
-        hits = self.store.search(self.graph_id, self._query_vector, k=self.config.initial_top_k)
+        hits = self.store.search(self.graph_id, self._query, k=self.config.initial_top_k)  # text: BM25 channel too
         new_ids = [hit.entry_id for hit in hits if hit.entry_id not in self._working_ids]
         self._add_entries(new_ids)
 
     def _add_entries(self, entry_ids: Sequence[str]) -> None:
         """Append entries to the working set (in order) and recompute the frontier."""
-        for entry in self.store.get_entries(self.graph_id, list(dict.fromkeys(entry_ids))):
+        for entry in self._fetch(list(dict.fromkeys(entry_ids))):
             if entry.id not in self._working_ids:
                 self._working.append(entry)
                 self._working_ids.add(entry.id)
         self._refresh_frontier()
 
+    def _fetch(self, entry_ids: Sequence[str]) -> list[MemoryEntry]:
+        """Entries by id, in order, read from the store once per episode (frontier entries are often expanded)."""
+        missing = [entry_id for entry_id in entry_ids if entry_id not in self._entry_cache]
+        if missing:
+            for entry in self.store.get_entries(self.graph_id, missing):
+                self._entry_cache[entry.id] = entry
+        return [self._entry_cache[entry_id] for entry_id in entry_ids if entry_id in self._entry_cache]
+
     def _refresh_frontier(self) -> None:
         """Frontier of the working set ranked by the current query, with each entry's abstraction."""
         ids = [entry.id for entry in self._working]
         items = self.store.frontier(self.graph_id, ids, ids, self._query_vector, limit=self.config.frontier_limit)
-        entries = {entry.id: entry for entry in self.store.get_entries(self.graph_id, [i.entry_id for i in items])}
+        entries = {entry.id: entry for entry in self._fetch([item.entry_id for item in items])}
         self._frontier = [
             FrontierView(
                 entry_id=item.entry_id,
@@ -358,11 +396,11 @@ class RetrievalEnv(gym.Env[str, str]):
         )
 
     def _get_embedder(self) -> QueryEmbedder:
-        """The query embedder, loaded on first use."""
+        """The query embedder: the one given, else the store's own (`store.embedder`), else the default."""
         if self._embedder is None:
             from memora_rl.embedding import DEFAULT_EMBEDDER, get_embedder
 
-            self._embedder = get_embedder(DEFAULT_EMBEDDER)
+            self._embedder = getattr(self.store, "embedder", None) or get_embedder(DEFAULT_EMBEDDER)
         return self._embedder
 
     def _get_judge(self) -> Judge:

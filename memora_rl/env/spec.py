@@ -83,5 +83,7 @@ class EnvSpec(StrictModel):
     """Task split."""
     env: EnvConfig = Field(default_factory=EnvConfig)
     """Budget, costs and limits of the MDP (and the judge's weights)."""
+    conversations: list[str] | None = None
+    """Conversation ids to keep (graphs built and tasks drawn only for these); None keeps all."""
     include_excluded: bool = False
     """Keep tasks the published evaluations skip (LoCoMo adversarial)."""

@@ -123,6 +123,13 @@ class AnswerGrader:
         self.answer_max_tokens = answer_max_tokens
         self.judge_max_tokens = judge_max_tokens
 
+    async def aclose(self) -> None:
+        """Close the clients' connections of the running event loop (clients that have `aclose`)."""
+        for client in {id(self.answerer): self.answerer, id(self.judge): self.judge}.values():
+            close = getattr(client, "aclose", None)
+            if close is not None:
+                await close()
+
     async def answer(self, question: str, context: str) -> str:
         """The answerer's short answer to `question` given a rendered `context`."""
         result = await self.answerer.chat(

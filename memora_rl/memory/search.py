@@ -29,7 +29,7 @@ def rrf_fuse(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
 def fts_match_expression(text: str) -> str | None:
     r"""An FTS5 MATCH expression OR-ing the query's words, each quoted; None when it has no words.
 
-    >>> fts_match_expression('What is "Alice\\'s" job?')
+    >>> fts_match_expression("What is Alice's job?")
     '"what" OR "is" OR "alice" OR "s" OR "job"'
     """
     words = [word.lower() for word in _WORD.findall(text)]

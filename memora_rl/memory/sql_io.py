@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -18,6 +19,7 @@ _SPACES = re.compile(r"\s+")
 _PLUS = re.compile(r"\s*\+\s*")
 
 
+@lru_cache(maxsize=1 << 16)
 def normalise_anchor(text: str) -> str:
     """The key under which anchor texts are existence-checked: case-folded, spaces collapsed.
 
@@ -145,7 +147,8 @@ def insert_entries(
         [(seq, i, ep) for seq, e in zip(seqs, entries, strict=True) for i, ep in enumerate(e.episode_ids)],
     )
     for seq, entry in zip(seqs, entries, strict=True):
-        append_history(conn, seq, entry.history, start=0)
+        if entry.history:
+            append_history(conn, seq, entry.history, start=0)
     return seqs
 
 

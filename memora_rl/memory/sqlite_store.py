@@ -28,7 +28,7 @@ from memora_rl.memory.records import CueAnchor, Episode, FrontierItem, MemoryEnt
 from memora_rl.memory.schema import connect
 from memora_rl.memory.search import filter_mask, fts_match_expression, rrf_fuse, vector_rankings
 from memora_rl.memory.store import IntegrityReport, SearchFilters
-from memora_rl.memory.vectors import as_unit_vector
+from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
 from memora_rl.memory.writer import GraphWriter
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ class SQLiteGraphStore(GraphWriter):
         vector = self._query_vector(query)
         mask = filter_mask(cache, filters)
         depth = max(k, self.config.channel_depth)
-        with self._lock:
+        with self._lock, single_thread_blas():
             rankings = vector_rankings(cache, vector, depth, mask)
             if isinstance(query, str) and self.config.bm25:
                 rankings.append(self._bm25_ranking(cache, graph_id, query, depth, mask))
@@ -269,7 +269,7 @@ class SQLiteGraphStore(GraphWriter):
         working_rows = self._rows(cache, graph_id, working_set)
         excluded = set(working_rows) | {cache.entry_row[i] for i in visited if i in cache.entry_row}
         threshold = self.config.relaxed_anchor_threshold if relaxed_threshold is None else relaxed_threshold
-        with self._lock:
+        with self._lock, single_thread_blas():
             return frontier_items(cache, working_rows, excluded, vector, limit, threshold)
 
     def check_integrity(self) -> IntegrityReport:

@@ -20,7 +20,7 @@ from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.graph_cache import EntryRow, GraphCache, timestamp
 from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, MemoryEntry, ValueVersion
 from memora_rl.memory.store import Decider, MergeDecision, UpsertResult
-from memora_rl.memory.vectors import as_unit_vector
+from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
 
 
 def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
@@ -58,11 +58,17 @@ class GraphWriter:
             )  # fmt: skip
         return episode
 
+    def _vector_dim(self, vector: np.ndarray) -> int:
+        """The store's dimension, or the given vector's when the store has none yet (no embedder load)."""
+        recorded: int | None = getattr(self, "_dim", None)
+        return recorded if recorded is not None else int(np.asarray(vector).size)
+
     def _anchor_vectors(self, texts: Sequence[str], given: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
         """Unit vectors per normalised anchor text: from `given` (keyed by text) or embedded."""
         vectors: dict[str, np.ndarray] = {}
         for text, vector in (given or {}).items():
-            vectors[sql_io.normalise_anchor(text)] = as_unit_vector(vector, self.dim, f"Anchor vector of {text!r}")
+            dim = self._vector_dim(vector)
+            vectors[sql_io.normalise_anchor(text)] = as_unit_vector(vector, dim, f"Anchor vector of {text!r}")
         missing = {sql_io.normalise_anchor(t): t.strip() for t in texts if sql_io.normalise_anchor(t) not in vectors}
         missing.pop("", None)
         if missing:
@@ -88,8 +94,9 @@ class GraphWriter:
         """
         if abstraction_vector is None or value_vector is None:
             abstraction_vector, value_vector = self._embed([candidate.abstraction, candidate.value])
-        abstraction_vector = as_unit_vector(abstraction_vector, self.dim, "The abstraction vector")
-        value_vector = as_unit_vector(value_vector, self.dim, "The value vector")
+        dim = self._vector_dim(abstraction_vector)
+        abstraction_vector = as_unit_vector(abstraction_vector, dim, "The abstraction vector")
+        value_vector = as_unit_vector(value_vector, dim, "The value vector")
         anchors_by_text = self._anchor_vectors(candidate.anchors, anchor_vectors)
         similar = self._similar_entries(graph_id, abstraction_vector)
         decision = decider(candidate, similar) if similar else MergeDecision(action="create")
@@ -105,13 +112,12 @@ class GraphWriter:
 
     def _similar_entries(self, graph_id: str, abstraction_vector: np.ndarray) -> list[MemoryEntry]:
         """Existing entries whose abstraction cosine is >= gamma, best first (at most top_k)."""
-        known = self._loaded_cache(graph_id)
-        if known is None:
-            try:
-                known = self._cache(graph_id)
-            except GraphError:
-                return []
-        rows, scores = known.abstractions.top_k(abstraction_vector, self.config.upsert.top_k)
+        try:
+            known = self._cache(graph_id)
+        except GraphError:  # a graph that does not exist yet has nothing to merge with
+            return []
+        with single_thread_blas():
+            rows, scores = known.abstractions.top_k(abstraction_vector, self.config.upsert.top_k)
         ids = [
             known.entry_ids[row] for row, score in zip(rows, scores, strict=True) if score >= self.config.upsert.gamma
         ]

@@ -7,14 +7,15 @@ few-shot turns, observations) and return the model's raw reply as the action tex
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memora_rl.config import StrictModel
-from memora_rl.errors import ConfigError, RolloutError
+from memora_rl.errors import ConfigError, RolloutError, StructuredOutputError
 from memora_rl.policy.base import Message, Policy
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,10 @@ class LLMPolicyConfig(StrictModel):
     """Token limit of one action (an action is one short JSON object)."""
     seed: int | None = None
     """Sampling seed (server: sent with each request; transformers: torch seed before each call)."""
+    constrained: bool = False
+    """Server backend: ask for the action JSON shape with `response_format` (vLLM guided decoding), so a
+    zero-shot model writes parseable actions; the env still checks ids, limits and budget. Not for training
+    rollouts (the trained policy must write the format itself)."""
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     """Weights dtype of the transformers backend."""
     name: str = "llm"
@@ -53,31 +58,58 @@ class LLMPolicyConfig(StrictModel):
                 "policy.backend=server needs policy.base_url (e.g. http://127.0.0.1:8100/v1); "
                 "start a server with `memora-rl llm serve` or use backend=transformers."
             )
+        if self.constrained and self.backend != "server":
+            raise ConfigError("policy.constrained=true needs backend=server (vLLM guided decoding); set it to false.")
         return self
+
+
+class ActionReply(BaseModel):
+    """The JSON shape constrained decoding asks for: one object, each action's fields optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["expand", "refine", "stop"]
+    ids: list[str] | None = None
+    query: str | None = None
 
 
 class ServerLLMPolicy(Policy):
     """Asks an OpenAI-compatible endpoint for the next action (concurrent calls are fine).
 
     Args:
-        client: An `LLMClient` (or anything with its async `chat`).
+        client: An `LLMClient` (or anything with its async `chat` / `chat_json`).
         max_new_tokens: Token limit of one action.
         temperature: Sampling temperature (0 = greedy).
         name: Policy name.
+        constrained: Request the action JSON shape (guided decoding) instead of free text.
     """
 
-    def __init__(self, client: Any, max_new_tokens: int = 64, temperature: float = 0.0, name: str = "llm") -> None:
+    def __init__(
+        self,
+        client: Any,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        name: str = "llm",
+        constrained: bool = False,
+    ) -> None:
         self.client = client
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.name = name
+        self.constrained = constrained
 
     async def act(self, messages: list[Message], info: dict[str, Any]) -> str:
         """The model's reply to the chat so far (raises `LLMError` when the endpoint fails)."""
-        result = await self.client.chat(
-            messages, phase=POLICY_PHASE, max_tokens=self.max_new_tokens, temperature=self.temperature
-        )
-        return result.text
+        options = {"phase": POLICY_PHASE, "max_tokens": self.max_new_tokens, "temperature": self.temperature}
+        if not self.constrained:
+            return (await self.client.chat(messages, **options)).text
+        try:
+            reply = await self.client.chat_json(messages, ActionReply, **options)
+        except StructuredOutputError as error:
+            # The model's own text goes to the env, which records it as an invalid action.
+            logger.warning("Constrained action did not validate; passing the raw reply on: %s", error)
+            return error.raw_text
+        return json.dumps(reply.model_dump(exclude_none=True), ensure_ascii=False)
 
     async def aclose(self) -> None:
         """Close the client's HTTP connections."""
@@ -160,7 +192,7 @@ def make_llm_policy(config: LLMPolicyConfig) -> Policy:
                 cache=False,  # rollouts want fresh samples, not replays of earlier answers
             )
         )
-        return ServerLLMPolicy(client, config.max_new_tokens, config.temperature, config.name)
+        return ServerLLMPolicy(client, config.max_new_tokens, config.temperature, config.name, config.constrained)
     from memora_rl.llm.registry import load_causal_lm, load_tokenizer
 
     model = load_causal_lm(config.model, dtype=config.dtype)

@@ -151,7 +151,11 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         sync = None
         if server_url is not None:
             generator = VLLMGenerator(
-                server_url, base_model_name(server_url), stop_ids, config.server.timeout_s, config.server.max_concurrency
+                server_url,
+                base_model_name(server_url),
+                stop_ids,
+                config.server.timeout_s,
+                config.server.max_concurrency,
             )
             sync = AdapterSync(generator, server_url, config.output_dir / "adapters")
             trainer_callbacks.append(sync)

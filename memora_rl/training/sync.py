@@ -41,21 +41,27 @@ class AdapterSync(TrainerCallback):
         self.total_s = 0.0
         self.count = 0
 
-    def sync(self, model: Any, step: int) -> None:
-        """Save `model`'s adapter, load it as `policy_v<step>`, point the generator at it, unload the old one."""
+    def sync(self, model: Any, step: int, is_main: bool = True) -> None:
+        """Save `model`'s adapter, load it as `policy_v<step>`, point the generator at it, unload the old one.
+
+        With several trainer processes only the main one saves and loads; the others wait at a barrier
+        and then switch their generator to the new name.
+        """
         from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
 
         started = time.perf_counter()
         name = adapter_name(step)
         folder = self.adapters_dir / name
-        model.save_pretrained(str(folder))
-        load_lora_adapter(self.server_url, name, str(folder), inplace=True)  # a resumed run may reuse a name
+        if is_main:
+            model.save_pretrained(str(folder))
+            load_lora_adapter(self.server_url, name, str(folder), inplace=True)  # a resumed run may reuse a name
+        _barrier()
         self.generator.model = name
-        if self.loaded is not None and self.loaded != name:
+        if is_main and self.loaded is not None and self.loaded != name:
             unload_lora_adapter(self.server_url, self.loaded)
         self.loaded = name
         self._folders.append(folder)
-        while len(self._folders) > 2:  # vLLM may read an adapter lazily: keep the previous folder one more step
+        while is_main and len(self._folders) > 2:  # vLLM may read an adapter lazily: keep the previous one a step
             shutil.rmtree(self._folders.pop(0), ignore_errors=True)
         self.total_s += time.perf_counter() - started
         self.count += 1
@@ -65,16 +71,26 @@ class AdapterSync(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         """Serve the starting adapter (fresh or resumed) before the first rollout."""
-        self.sync(kwargs["model"], state.global_step)
+        self.sync(kwargs["model"], state.global_step, state.is_world_process_zero)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         """Serve the adapter the optimizer step just produced."""
-        self.sync(kwargs["model"], state.global_step)
+        self.sync(kwargs["model"], state.global_step, state.is_world_process_zero)
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
         """Unload the last adapter so a shared server is left as it was found."""
         from memora_rl.llm.server import unload_lora_adapter
 
-        if self.loaded is not None:
+        if self.loaded is not None and state.is_world_process_zero:
             unload_lora_adapter(self.server_url, self.loaded)
             self.loaded = None
+
+
+def _barrier() -> None:
+    """Wait for every trainer process (no-op in a single process)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()

@@ -119,6 +119,11 @@ def hand_store() -> HandFilledStore:
 
 
 @pytest.fixture(scope="session")
+def hand_tasks() -> list[Task]:
+    return list(TASKS)
+
+
+@pytest.fixture(scope="session")
 def judge() -> Any:
     from memora_rl.judge import TrajectoryJudge
 

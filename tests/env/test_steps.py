@@ -10,6 +10,7 @@ import pytest
 from memora_rl.env.info import StepInfo
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.errors import ConfigError, GraphError, RolloutError
+from memora_rl.policy.parse import ExpandAction, format_action
 
 MANAGER_TASK = {"task_id": "t2"}  # "What does Alma's manager do on Saturdays?"
 
@@ -23,7 +24,7 @@ def start(make_hand_env: EnvFactory, task_index: int = 1, **config: Any) -> tupl
 
 
 def expand(*ids: str) -> str:
-    return '{"action": "expand", "ids": [%s]}' % ", ".join(f'"{i}"' for i in ids)
+    return format_action(ExpandAction(ids=list(ids)))
 
 
 def test_reset_retrieves_top_k_and_frontier(make_hand_env: EnvFactory, hand_store: Any) -> None:
@@ -107,7 +108,7 @@ def test_refine_searches_again_and_adds_new_hits(make_hand_env: EnvFactory, hand
 def test_stop_terminates_with_the_judge_reward(make_hand_env: EnvFactory, judge: Any) -> None:
     env, _, info = start(make_hand_env)
     env.step(expand(info["frontier"][0]["id"]))
-    observation, reward, terminated, truncated, info = env.step('```json\n{"action": "stop"}\n```')
+    _observation, reward, terminated, truncated, info = env.step('```json\n{"action": "stop"}\n```')
     assert (terminated, truncated, info["stop_reason"]) == (True, False, "stop")
     trajectory = info["trajectory"]
     assert trajectory is not None and trajectory.stop_reason == "stop"
@@ -125,7 +126,7 @@ def test_stop_terminates_with_the_judge_reward(make_hand_env: EnvFactory, judge:
 def test_budget_runs_out_truncates(make_hand_env: EnvFactory) -> None:
     env, _, info = start(make_hand_env, budget=2.0, invalid_cost=1.0)
     *_, info = env.step("nonsense")
-    observation, reward, terminated, truncated, info = env.step(expand(info["frontier"][0]["id"]))
+    _observation, reward, terminated, truncated, info = env.step(expand(info["frontier"][0]["id"]))
     assert (terminated, truncated, info["stop_reason"], info["budget_left"]) == (False, True, "budget", 0.0)
     assert info["trajectory"] is not None and info["trajectory"].stop_reason == "budget"
     assert reward == pytest.approx(info["reward_components"]["total"])
@@ -140,7 +141,7 @@ def test_budget_below_cheapest_action_truncates(make_hand_env: EnvFactory) -> No
 def test_max_steps_truncates(make_hand_env: EnvFactory) -> None:
     env, *_ = start(make_hand_env, max_steps=2, invalid_cost=0.0)
     assert env.step("x")[3] is False
-    observation, reward, terminated, truncated, info = env.step("y")
+    _observation, _reward, terminated, truncated, info = env.step("y")
     assert (terminated, truncated, info["stop_reason"], info["step"]) == (False, True, "max_steps", 2)
     assert [a.kind for a in info["trajectory"].actions] == ["invalid", "invalid"]
 

@@ -154,7 +154,7 @@ def test_connect_error_is_retried_then_reported_with_fix(make_client):
 
     assert len(endpoint.bodies) == 2
     assert "no HTTP response: ConnectError: connection refused" in str(caught.value)
-    assert "Is the server running" in str(caught.value)
+    assert "Is a server running at base_url" in str(caught.value)
 
 
 def test_chat_json_sends_strict_response_format_and_tolerates_fences(make_client):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -50,7 +51,7 @@ def test_pulled_folder_is_a_plain_bf16_chatml_model(tiny_model_dir: Path) -> Non
     config = json.loads((tiny_model_dir / "config.json").read_text())
     assert "quantization_config" not in config
     assert config["architectures"] == ["LlamaForCausalLM"] and config["dtype"] == "bfloat16"
-    assert registry.is_complete(tiny_model_dir)
+    assert registry.is_complete(tiny_model_dir, trust_unmodified=False)  # every sha256 matches
     tokenizer = registry.load_tokenizer(TINY)
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert json.loads((tiny_model_dir / "generation_config.json").read_text())["eos_token_id"] == im_end
@@ -83,18 +84,24 @@ def test_pull_builds_once_then_is_a_noop(fake_home: list[Path]) -> None:
     assert not [p for p in first.parent.iterdir() if p.name.startswith(f".{TINY}.tmp-")]  # staging cleaned up
 
 
-@pytest.mark.parametrize("damage", ["missing_marker", "checksum_mismatch", "truncated_file", "unreadable_marker"])
+@pytest.mark.parametrize(
+    "damage", ["missing_marker", "checksum_mismatch", "truncated_file", "unreadable_marker", "missing_file"]
+)
 def test_broken_folder_is_rebuilt(fake_home: list[Path], damage: str) -> None:
     folder = registry.pull(TINY)
     weights, marker = folder / "model.safetensors", folder / registry.MARKER_NAME
     if damage == "missing_marker":
         marker.unlink()
     elif damage == "checksum_mismatch":
+        recorded = weights.stat().st_mtime_ns
         weights.write_bytes(b"\x02" * 1000)  # same size, other bytes
+        os.utime(weights, ns=(recorded + 10**9, recorded + 10**9))  # a later write, even on coarse clocks
     elif damage == "truncated_file":
         weights.write_bytes(b"\x01" * 10)
-    else:
+    elif damage == "unreadable_marker":
         marker.write_text("{not json")
+    else:
+        (folder / "config.json").unlink()
     assert not registry.is_complete(folder)
     assert registry.pull(TINY) == folder
     assert len(fake_home) == 2

@@ -6,7 +6,11 @@ the integration tests use the session `vllm_server` fixture (real vLLM, tiny mod
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
+import subprocess
 import sys
 import time
 import uuid
@@ -218,3 +222,21 @@ def test_bogus_model_folder_fails_with_the_log_tail(tmp_path: Path) -> None:
         server.start()
     assert server.process is None
     assert "no-such-architecture" in server.log_path.read_text()
+
+
+def test_server_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    launcher = (
+        f"import sys, time; sys.path.insert(0, {str(Path(__file__).parent)!r}); from pathlib import Path\n"
+        "from test_server import StandInServer\n"
+        f"server = StandInServer(Path({str(tmp_path)!r})).start()\n"
+        "print(server.process.pid, flush=True); time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True)
+    leader = int(parent.stdout.readline())
+    try:
+        parent.kill()  # SIGKILL: no teardown runs in the launcher
+        parent.wait()
+        assert _wait_gone(leader, timeout_s=10.0)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader, signal.SIGKILL)  # the stand-in's grandchild

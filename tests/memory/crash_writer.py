@@ -22,8 +22,9 @@ def vector(text: str) -> np.ndarray:
 
 def candidate(step: int) -> EntryCandidate:
     anchors = [f"topic {step % 37} + aspect", f"person {step % 11} + fact"]
-    return EntryCandidate(abstraction=f"fact {step % 500}", value=f"step {step} anchors={'|'.join(anchors)}",
-                          speaker="s", anchors=anchors)  # fmt: skip
+    return EntryCandidate(
+        abstraction=f"fact {step % 500}", value=f"step {step} anchors={'|'.join(anchors)}", speaker="s", anchors=anchors
+    )
 
 
 def main(path: str, progress: str, start: int) -> None:
@@ -36,12 +37,19 @@ def main(path: str, progress: str, start: int) -> None:
             store.add_entries_bulk("g", cands, rows, rows, {a: vector(a) for c in cands for a in c.anchors})
         else:
             cand = candidate(step)
-            store.upsert_entry("g", cand, same_speaker_merge, abstraction_vector=vector(cand.abstraction),
-                               value_vector=vector(cand.value), anchor_vectors={a: vector(a) for a in cand.anchors})  # fmt: skip
+            store.upsert_entry(
+                "g",
+                cand,
+                same_speaker_merge,
+                abstraction_vector=vector(cand.abstraction),
+                value_vector=vector(cand.value),
+                anchor_vectors={a: vector(a) for a in cand.anchors},
+            )
         if step % 7 == 3:
             entries = store.entries("g")
             store.delete_entry("g", entries[len(entries) // 2].id)
-        Path(progress).write_text(str(step))
+        Path(progress + ".tmp").write_text(str(step))
+        Path(progress + ".tmp").replace(progress)  # atomic: the parent never reads a half-written number
         step += 1
 
 

@@ -43,9 +43,10 @@ def test_frontier_excludes_working_set_and_visited(chain):
 def test_frontier_relaxed_anchors(chain):
     store, ids = chain
     extra = store.upsert_entry(
-        "g", EntryCandidate(abstraction="Carol's dog", value="Carol walks her dog", anchors=["Carol + pets"]),
+        "g",
+        EntryCandidate(abstraction="Carol's dog", value="Carol walks her dog", anchors=["Carol + pets"]),
         always_create,
-    ).entry.id  # fmt: skip
+    ).entry.id
     assert store.frontier("g", [ids[3]], [], "pet") == []
     relaxed = store.frontier("g", [ids[3]], [], "pet", relaxed_threshold=0.8)
     assert [i.entry_id for i in relaxed] == [extra] and relaxed[0].anchor_text == "Carol + pets"

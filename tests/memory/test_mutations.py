@@ -21,10 +21,16 @@ def candidate(abstraction: str, value: str, anchors: list[str], speaker: str = "
 def test_create_links_anchors_and_keeps_provenance(store):
     result = store.upsert_entry(
         "g",
-        candidate("Alice's employer", "Alice works at Nova", ["Alice + job", "Nova + company"],
-                  source_turn_ids=["D1:3"], episode_ids=["ep1"], time=datetime(2026, 5, 9)),
+        candidate(
+            "Alice's employer",
+            "Alice works at Nova",
+            ["Alice + job", "Nova + company"],
+            source_turn_ids=["D1:3"],
+            episode_ids=["ep1"],
+            time=datetime(2026, 5, 9),
+        ),
         same_speaker_merge,
-    )  # fmt: skip
+    )
     assert result.created
     (entry,) = store.get_entries("g", [result.entry.id])
     assert entry.value == "Alice works at Nova"
@@ -35,7 +41,9 @@ def test_create_links_anchors_and_keeps_provenance(store):
 
 
 def test_existence_checked_anchors_reuse_same_text(store):
-    first = store.upsert_entry("g", candidate("Alice's employer", "Alice works at Nova", ["Alice + job"]), always_create)
+    first = store.upsert_entry(
+        "g", candidate("Alice's employer", "Alice works at Nova", ["Alice + job"]), always_create
+    )
     second = store.upsert_entry(
         "g", candidate("Bob's hobby", "Bob plays chess", ["  alice+JOB ", "Bob + hobby"], speaker="Bob"), always_create
     )
@@ -49,13 +57,23 @@ def test_existence_checked_anchors_reuse_same_text(store):
 
 def test_merge_keeps_history_unions_provenance_and_anchors(store):
     first = store.upsert_entry(
-        "g", candidate("Alice's employer", "Alice works at Nova", ["Alice + job"], source_turn_ids=["D1:1"],
-                       episode_ids=["ep1"]), same_speaker_merge,
-    )  # fmt: skip
+        "g",
+        candidate(
+            "Alice's employer", "Alice works at Nova", ["Alice + job"], source_turn_ids=["D1:1"], episode_ids=["ep1"]
+        ),
+        same_speaker_merge,
+    )
     second = store.upsert_entry(
-        "g", candidate("Alice's employer", "Alice now works at Orbit", ["Alice + job", "Orbit + company"],
-                       source_turn_ids=["D4:2", "D1:1"], episode_ids=["ep4"]), same_speaker_merge,
-    )  # fmt: skip
+        "g",
+        candidate(
+            "Alice's employer",
+            "Alice now works at Orbit",
+            ["Alice + job", "Orbit + company"],
+            source_turn_ids=["D4:2", "D1:1"],
+            episode_ids=["ep4"],
+        ),
+        same_speaker_merge,
+    )
     assert not second.created and second.entry.id == first.entry.id
     (entry,) = store.get_entries("g", [first.entry.id])
     assert entry.value == "Alice now works at Orbit"
@@ -72,8 +90,12 @@ def test_merge_can_refine_abstraction_and_updates_vectors(store, embedder):
     first = store.upsert_entry("g", candidate("Alice's job", "Alice works at Nova", ["Alice + job"]), always_create)
 
     def refine(cand, similar):
-        return MergeDecision(action="merge", target_id=similar[0].id, merged_value="Alice works at Nova, then Orbit",
-                             refined_abstraction="Alice's employer history")  # fmt: skip
+        return MergeDecision(
+            action="merge",
+            target_id=similar[0].id,
+            merged_value="Alice works at Nova, then Orbit",
+            refined_abstraction="Alice's employer history",
+        )
 
     result = store.upsert_entry("g", candidate("Alice's job", "Alice moved to Orbit", []), refine)
     (entry,) = store.get_entries("g", [first.entry.id])
@@ -89,8 +111,9 @@ def test_merge_can_refine_abstraction_and_updates_vectors(store, embedder):
 
 def test_different_speaker_or_low_similarity_creates(store):
     store.upsert_entry("g", candidate("Alice's employer", "Alice works at Nova", []), same_speaker_merge)
-    bob = store.upsert_entry("g", candidate("Alice's employer", "Bob says Alice quit", [], speaker="Bob"),
-                             same_speaker_merge)  # fmt: skip
+    bob = store.upsert_entry(
+        "g", candidate("Alice's employer", "Bob says Alice quit", [], speaker="Bob"), same_speaker_merge
+    )
     other = store.upsert_entry("g", candidate("Favourite pizza topping", "Alice likes olives", []), same_speaker_merge)
     assert bob.created and other.created
     assert len(store.entries("g")) == 3
@@ -165,3 +188,27 @@ def test_bulk_add_is_one_transaction_and_reuses_anchors(vector_store):
         vector_store.add_entries_bulk("g", cands, bad, bad, anchors)
     assert len(vector_store.entries("g")) == 30
     assert vector_store.check_integrity().ok
+
+
+def test_second_connection_sees_commits_of_the_first(tmp_path):
+    import numpy as np
+
+    from memora_rl.memory import SQLiteGraphStore, StoreConfig
+    from tests.memory.helpers import random_unit
+
+    rng = np.random.default_rng(3)
+    writer = SQLiteGraphStore(tmp_path / "shared.sqlite", config=StoreConfig(bm25=False))
+    reader = SQLiteGraphStore(tmp_path / "shared.sqlite", config=StoreConfig(bm25=False))
+    vectors = random_unit(rng, 2)
+    anchors = {"x": random_unit(rng, 1)[0]}
+    (first,) = writer.add_entries_bulk(
+        "g", [EntryCandidate(abstraction="a", value="b", anchors=["x"])], vectors[:1], vectors[:1], anchors
+    )
+    assert [h.entry_id for h in reader.search("g", vectors[1], k=5)] == [first]
+    (second,) = writer.add_entries_bulk(
+        "g", [EntryCandidate(abstraction="c", value="d", anchors=["x"])], vectors[1:], vectors[1:], anchors
+    )
+    assert reader.search("g", vectors[1], k=5)[0].entry_id == second
+    assert [i.entry_id for i in reader.frontier("g", [first], [], vectors[1])] == [second]
+    writer.close()
+    reader.close()

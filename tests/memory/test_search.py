@@ -25,10 +25,16 @@ def facts_store(store):
     for abstraction, value, speaker, anchors, month in FACTS:
         result = store.upsert_entry(
             "g",
-            EntryCandidate(abstraction=abstraction, value=value, speaker=speaker, anchors=anchors,
-                           time=datetime(2026, month, 1), episode_ids=[f"ep{month % 2}"]),
+            EntryCandidate(
+                abstraction=abstraction,
+                value=value,
+                speaker=speaker,
+                anchors=anchors,
+                time=datetime(2026, month, 1),
+                episode_ids=[f"ep{month % 2}"],
+            ),
             always_create,
-        )  # fmt: skip
+        )
         ids.append(result.entry.id)
     return store, ids
 
@@ -60,8 +66,9 @@ def test_filters_speaker_time_episode(facts_store):
     store, ids = facts_store
     by_speaker = store.search("g", "job", k=10, filters=SearchFilters(speaker="bob"))
     assert {h.entry_id for h in by_speaker} == {ids[1], ids[3]}
-    by_time = store.search("g", "anything", k=10, filters=SearchFilters(start_time=datetime(2026, 2, 15),
-                                                                        end_time=datetime(2026, 5, 1)))  # fmt: skip
+    by_time = store.search(
+        "g", "anything", k=10, filters=SearchFilters(start_time=datetime(2026, 2, 15), end_time=datetime(2026, 5, 1))
+    )
     assert {h.entry_id for h in by_time} == {ids[2], ids[3], ids[4]}
     by_episode = store.search("g", "anything", k=10, filters=SearchFilters(episode_ids=["ep0"]))
     assert {h.entry_id for h in by_episode} == {ids[1], ids[3], ids[5]}
@@ -89,8 +96,9 @@ def test_bm25_channel_finds_rare_word(facts_store):
 def _bulk(store: SQLiteGraphStore, rng: np.random.Generator, count: int) -> tuple[list[str], np.ndarray]:
     vectors = random_unit(rng, count)
     anchors = {f"anchor {i}": v for i, v in enumerate(random_unit(rng, count // 5))}
-    cands = [EntryCandidate(abstraction=f"a{i}", value=f"v{i}", anchors=[f"anchor {i % (count // 5)}"])
-             for i in range(count)]  # fmt: skip
+    cands = [
+        EntryCandidate(abstraction=f"a{i}", value=f"v{i}", anchors=[f"anchor {i % (count // 5)}"]) for i in range(count)
+    ]
     ids = store.add_entries_bulk("g", cands, vectors, vectors, anchors)
     return ids, vectors
 
@@ -99,7 +107,7 @@ def _bulk(store: SQLiteGraphStore, rng: np.random.Generator, count: int) -> tupl
 def test_ann_path_agrees_with_exact_recall_at_10(tmp_path):
     rng = np.random.default_rng(1)
     exact = SQLiteGraphStore(tmp_path / "a.sqlite", config=StoreConfig(bm25=False))
-    ids, vectors = _bulk(exact, rng, 3000)
+    _, vectors = _bulk(exact, rng, 3000)
     approx = SQLiteGraphStore(tmp_path / "a.sqlite", config=StoreConfig(bm25=False, ann_threshold=100))
     queries = perturb(rng, vectors[rng.choice(len(vectors), 50, replace=False)], noise=1.0)
     recalls = []

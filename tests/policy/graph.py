@@ -83,14 +83,23 @@ class PolicyTestStore:
     def get_entries(self, graph_id: str, entry_ids: Sequence[str]) -> list[MemoryEntry]:
         return [self.entries[i].model_copy(deep=True) for i in entry_ids if i in self.entries]
 
-    def search(self, graph_id: str, query: np.ndarray, k: int = 10, filters: object = None) -> list[SearchHit]:
-        scores = self.vectors @ query  # (N,)
+    def _vector(self, query: str | np.ndarray) -> np.ndarray:
+        return self.embedder.encode_one(query) if isinstance(query, str) else query
+
+    def search(self, graph_id: str, query: str | np.ndarray, k: int = 10, filters: object = None) -> list[SearchHit]:
+        scores = self.vectors @ self._vector(query)  # (N,)
         order = sorted(range(len(self.ids)), key=lambda i: (-scores[i], self.ids[i]))[:k]
         return [SearchHit(entry_id=self.ids[i], score=float(scores[i])) for i in order]
 
     def frontier(
-        self, graph_id: str, working_set: Sequence[str], visited: Sequence[str], query: np.ndarray, limit: int = 20
+        self,
+        graph_id: str,
+        working_set: Sequence[str],
+        visited: Sequence[str],
+        query: str | np.ndarray,
+        limit: int = 20,
     ) -> list[FrontierItem]:
+        vector = self._vector(query)
         excluded = set(working_set) | set(visited)
         reached = {anchor for entry_id in working_set for anchor in self.entries[entry_id].anchor_ids}
         items = []
@@ -98,6 +107,6 @@ class PolicyTestStore:
             shared = [anchor for anchor in entry.anchor_ids if anchor in reached]
             if entry.id in excluded or not shared:
                 continue
-            score = float(self.vectors[self.ids.index(entry.id)] @ query)
+            score = float(self.vectors[self.ids.index(entry.id)] @ vector)
             items.append(FrontierItem(entry_id=entry.id, anchor_id=shared[0], anchor_text=shared[0], score=score))
         return sorted(items, key=lambda item: (-item.score, item.entry_id))[:limit]

@@ -25,7 +25,6 @@ from memora_rl.policy.baselines import (
 from memora_rl.policy.context_baselines import FullContextBaseline, RagBaseline, chunk_conversation, count_words
 from memora_rl.policy.llm_policy import LLMPolicyConfig, ServerLLMPolicy, TransformersPolicy
 from memora_rl.policy.parse import ActionParseError, parse_action
-from memora_rl.policy.render import initial_messages
 from memora_rl.policy.runner import run_episodes
 from tests.policy.graph import TASKS, PolicyTestStore
 
@@ -111,17 +110,45 @@ def test_server_policy_returns_the_reply_and_sends_limits():
     assert bodies[0]["max_tokens"] == 24 and bodies[0]["temperature"] == 0.7
 
 
+def scripted_client(*replies: str) -> tuple[LLMClient, list[dict]]:
+    bodies: list[dict] = []
+
+    def endpoint(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        text = replies[min(len(bodies), len(replies)) - 1]
+        return httpx.Response(200, json={"choices": [{"message": {"content": text}}], "usage": {}})
+
+    config = LLMConfig(base_url="http://policy.test/v1", model="tiny", cache=False)
+    return LLMClient(config, transport=httpx.MockTransport(endpoint)), bodies
+
+
+def test_constrained_policy_requests_the_action_shape():
+    client, bodies = scripted_client('{"action": "expand", "ids": ["m2"]}')
+    text = asyncio.run(ServerLLMPolicy(client, constrained=True).act([{"role": "user", "content": "hi"}], {}))
+    assert json.loads(text) == {"action": "expand", "ids": ["m2"]}
+    assert bodies[0]["response_format"]["type"] == "json_schema"
+
+
+def test_constrained_policy_passes_an_unparseable_reply_on():
+    client, bodies = scripted_client("no json here", "still none")
+    text = asyncio.run(ServerLLMPolicy(client, constrained=True).act([{"role": "user", "content": "hi"}], {}))
+    assert text == "still none" and len(bodies) == 2  # one repair request, then the raw reply for the env to record
+
+
 def test_server_policy_config_needs_a_url():
     with pytest.raises(ConfigError, match="base_url"):
         LLMPolicyConfig(backend="server")
+    with pytest.raises(ConfigError, match="constrained"):
+        LLMPolicyConfig(backend="transformers", constrained=True)
 
 
 @pytest.mark.slow
 def test_transformers_policy_generates_with_the_tiny_model(tiny_model_dir):
     from memora_rl.llm.registry import load_causal_lm, load_tokenizer
 
-    policy = TransformersPolicy(load_causal_lm(str(tiny_model_dir)), load_tokenizer(str(tiny_model_dir)), 16)
-    messages = initial_messages("Question: Who is Alma's manager?\nReply with one JSON action.")
+    model = load_causal_lm(str(tiny_model_dir), dtype="float32")
+    policy = TransformersPolicy(model, load_tokenizer(str(tiny_model_dir)), max_new_tokens=8)
+    messages = [{"role": "user", "content": 'Reply with {"action": "stop"}.'}]  # short: the generation path is tested
     first = asyncio.run(policy.act(messages, {}))
     assert isinstance(first, str) and first
     assert asyncio.run(policy.act(messages, {})) == first  # greedy decoding is deterministic

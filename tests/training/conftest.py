@@ -7,7 +7,9 @@ import pytest
 from memora_rl.data.records import Task
 from memora_rl.training.generation import Generated
 
-OBSERVATION_TEMPLATE = "Step {step}. Working set: e{step}. Frontier: e{next} (anchor: topic {step}).\nBudget left: {left}."
+OBSERVATION_TEMPLATE = (
+    "Step {step}. Working set: e{step}. Frontier: e{next} (anchor: topic {step}).\nBudget left: {left}."
+)
 
 
 def make_tasks(count: int = 4) -> list[Task]:
@@ -45,7 +47,9 @@ class ScriptedEnv:
         self.actions.append(action)
         stopped = '"stop"' in action
         truncated = not stopped and self.steps >= self.max_steps
-        observation = OBSERVATION_TEMPLATE.format(step=self.steps, next=self.steps + 1, left=self.max_steps - self.steps)
+        observation = OBSERVATION_TEMPLATE.format(
+            step=self.steps, next=self.steps + 1, left=self.max_steps - self.steps
+        )
         if stopped or truncated:
             valid = sum('"action"' in text for text in self.actions) / len(self.actions)
             components = {"correctness": float(stopped), "format": valid, "total": float(stopped) + 0.1 * valid}

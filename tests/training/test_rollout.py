@@ -20,10 +20,10 @@ ACTIONS = ['{"action": "expand", "ids": ["e1"]}', '{"action":"refine","query":"a
 class _Trainer:
     """The two trainer attributes a rollout reads."""
 
-    class args:  # noqa: N801
+    class args:
         temperature = 1.0
 
-    class state:  # noqa: N801
+    class state:
         global_step = 0
 
 
@@ -39,12 +39,13 @@ def _play(tokenizer, actions, settings, cut_last_at=None):
     return player, rollout.last_episodes, batch
 
 
-
-
 def test_turn_format_is_read_off_the_chatml_template(smol_tokenizer):
     turn_format = derive_turn_format(smol_tokenizer)
     assert turn_format.end_of_turn == "<|im_end|>"
-    assert turn_format.env_text("OBS", policy_ended_turn=True) == "\n<|im_start|>user\nOBS<|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        turn_format.env_text("OBS", policy_ended_turn=True)
+        == "\n<|im_start|>user\nOBS<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert turn_format.env_text("OBS", policy_ended_turn=False).startswith("<|im_end|>\n<|im_start|>user\n")
 
 
@@ -69,7 +70,8 @@ def test_completion_ids_decode_to_the_rendered_conversation(smol_tokenizer):
         assert len(ids) == len(mask) == len(logprobs)
         env_text = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m == 0])
         expected_env = "".join(
-            f"\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n" for observation in episode.observations
+            f"\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n"
+            for observation in episode.observations
         )
         assert env_text == expected_env
         policy_ids = [t for t, m in zip(ids, mask, strict=True) if m == 1]

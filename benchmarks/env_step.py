@@ -1,0 +1,190 @@
+"""Benchmark the retrieval env without an LLM: steps/s and step latency on 10k- and 100k-entry graphs.
+
+Each graph is bulk-loaded into the SQLite store from random unit vectors (dim 384, ~3
+anchors per entry from a pool of size/10), so the numbers measure the env plus the store,
+not the builder. A scripted heuristic plays every episode: expand the top two frontier ids,
+expand the next one, refine every other episode, send one malformed action every fifth
+episode, then stop. Queries are real texts embedded by the default embedder (disk-cached
+after the first run). The final step includes the judge (evidence recall, redundancy,
+cost, format), so it is reported on its own row.
+
+    python benchmarks/env_step.py --sizes 10000 100000 --episodes 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
+         "mike", "november", "oscar", "papa"]  # fmt: skip
+TARGET_P50_MS = {100_000: 5.0}
+"""Target p50 latency of a non-final step, by graph size."""
+
+
+def unit_rows(rng: np.random.Generator, count: int, dim: int) -> np.ndarray:
+    """Random L2-normalised float32 rows, (count, dim)."""
+    rows = rng.standard_normal((count, dim), dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def bulk_load(store: Any, size: int, dim: int, rng: np.random.Generator, chunk: int = 20_000) -> float:
+    """Fill graph "bench" with `size` entries from random vectors; returns seconds taken."""
+    from memora_rl.memory import EntryCandidate
+
+    pool = max(1000, size // 10)
+    anchor_vectors = unit_rows(rng, pool, dim)
+    start = time.perf_counter()
+    for low in range(0, size, chunk):
+        high = min(size, low + chunk)
+        abstractions = unit_rows(rng, high - low, dim)
+        noisy = abstractions + 0.5 * rng.standard_normal(abstractions.shape, dtype=np.float32) / np.sqrt(dim)
+        values = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+        links = rng.integers(0, pool, size=(high - low, 3))
+        candidates = [
+            EntryCandidate(abstraction=f"{WORDS[i % 16]} {WORDS[(i // 16) % 16]} topic {i % 997}",
+                           value=f"{WORDS[(i // 7) % 16]} value {i} about {WORDS[(i // 3) % 16]}",
+                           source_turn_ids=[f"D{i // 100 + 1}:{i % 100 + 1}"],
+                           anchors=[f"anchor {a}" for a in row])
+            for i, row in zip(range(low, high), links, strict=True)
+        ]  # fmt: skip
+        used = {text: anchor_vectors[int(text.split()[1])] for c in candidates for text in c.anchors}
+        store.add_entries_bulk("bench", candidates, abstractions, values, used)
+    return time.perf_counter() - start
+
+
+def make_tasks(count: int, size: int) -> list[Any]:
+    """Questions over graph "bench" (texts vary so refines and resets embed fresh queries on a cold cache)."""
+    from memora_rl.data.records import Task
+
+    tasks = []
+    for i in range(count):
+        question = f"What about {WORDS[i % 16]} {WORDS[(i * 5) % 16]} topic {(i * 37) % 997}?"
+        evidence = [f"D{(i * 13) % (size // 100) + 1}:1"]
+        tasks.append(Task(id=f"q{i}", conversation_id="bench", question=question, answer="value", evidence=evidence,
+                          category="single-hop"))  # fmt: skip
+    return tasks
+
+
+def scripted_action(episode: int, info: dict[str, Any]) -> str:
+    """The heuristic: expand 2, expand 1, (refine on even episodes), (a malformed turn every 5th), stop."""
+    from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction, format_action
+
+    frontier = [item["id"] for item in info["frontier"]]
+    step = info["step"]
+    if step == 0 and frontier:
+        return format_action(ExpandAction(ids=frontier[:2]))
+    if step == 1 and frontier:
+        return format_action(ExpandAction(ids=frontier[:1]))
+    if step == 2 and episode % 2 == 0:
+        return format_action(RefineAction(query=f"{info['query'][:40]} follow-up {episode}"))
+    if step <= 3 and episode % 5 == 0 and info["action"] != "invalid":
+        return "expand the second one please"
+    return format_action(StopAction())
+
+
+def play(env: Any, episodes: int) -> dict[str, list[tuple[float, float]]]:
+    """Run the scripted episodes; (wall, cpu) seconds per step, keyed by action kind (and "final")."""
+    samples: dict[str, list[tuple[float, float]]] = {"reset": []}
+    for episode in range(episodes):
+        wall, cpu = time.perf_counter(), time.process_time()
+        _, info = env.reset(seed=episode)
+        samples["reset"].append((time.perf_counter() - wall, time.process_time() - cpu))
+        done = False
+        while not done:
+            action = scripted_action(episode, info)
+            wall, cpu = time.perf_counter(), time.process_time()
+            _, _, terminated, truncated, info = env.step(action)
+            elapsed = (time.perf_counter() - wall, time.process_time() - cpu)
+            done = terminated or truncated
+            samples.setdefault("final" if done else str(info["action"]), []).append(elapsed)
+    return samples
+
+
+def run_size(size: int, episodes: int, dim: int, workdir: Path, seed: int) -> dict[str, Any]:
+    """Build one graph, warm it up, and time the scripted episodes."""
+    from memora_rl.env.config import EnvConfig
+    from memora_rl.env.retrieval import RetrievalEnv
+    from memora_rl.judge import TrajectoryJudge
+    from memora_rl.memory import SQLiteGraphStore
+
+    path = workdir / f"env_bench_{size}.sqlite"
+    path.unlink(missing_ok=True)
+    store = SQLiteGraphStore(path)
+    build_s = bulk_load(store, size, dim, np.random.default_rng(seed))
+    tasks = make_tasks(episodes, size)
+    env = RetrievalEnv(store, EnvConfig(budget=8.0, max_steps=6), tasks=tasks, judge=TrajectoryJudge())
+    start = time.perf_counter()
+    play(env, 3)  # loads vectors, builds the ANN index, loads the embedder
+    warmup_s = time.perf_counter() - start
+    samples = play(env, episodes)
+    store.close()
+    path.unlink(missing_ok=True)
+    return {"size": size, "build_s": build_s, "warmup_s": warmup_s, "samples": samples}
+
+
+def summarise(samples: list[tuple[float, float]]) -> dict[str, float]:
+    """Count, steps/s (wall) and p50/p95 of wall and CPU, in ms."""
+    wall = np.array([s[0] for s in samples]) * 1e3
+    cpu = np.array([s[1] for s in samples]) * 1e3
+    return {"n": len(samples), "per_s": 1e3 / wall.mean(), "wall_p50": float(np.percentile(wall, 50)),
+            "wall_p95": float(np.percentile(wall, 95)), "cpu_p50": float(np.percentile(cpu, 50)),
+            "cpu_p95": float(np.percentile(cpu, 95))}  # fmt: skip
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    """One row per (size, step kind), plus all non-final steps together against the target."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="RetrievalEnv step latency (ms), no LLM; CPU = process time")
+    for column in ("entries", "step", "n", "steps/s", "wall p50", "wall p95", "CPU p50", "CPU p95", "target p50"):
+        table.add_column(column, justify="right")
+    for result in results:
+        samples = result["samples"]
+        rows: list[tuple[str, list[tuple[float, float]]]] = [
+            ("all non-final", [s for kind, values in samples.items() if kind not in ("reset", "final") for s in values])
+        ]
+        rows += [(kind, samples[kind]) for kind in ("expand", "refine", "invalid", "final", "reset") if kind in samples]
+        for label, values in rows:
+            stats = summarise(values)
+            target = TARGET_P50_MS.get(result["size"]) if label == "all non-final" else None
+            table.add_row(f"{result['size']:,}", label, str(stats["n"]), f"{stats['per_s']:.0f}",
+                          f"{stats['wall_p50']:.2f}", f"{stats['wall_p95']:.2f}", f"{stats['cpu_p50']:.2f}",
+                          f"{stats['cpu_p95']:.2f}", f"<= {target:g}" if target else "")  # fmt: skip
+    console = Console(width=140)
+    console.print(table)
+    for result in results:
+        console.print(
+            f"{result['size']:,} entries: bulk load {result['build_s']:.1f} s, warm-up {result['warmup_s']:.1f} s"
+        )
+
+
+def main() -> None:
+    """Parse arguments, run each size, print the table (and optionally write JSON)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="entries per graph")
+    parser.add_argument("--episodes", type=int, default=200, help="scripted episodes per size")
+    parser.add_argument("--dim", type=int, default=384, help="vector dimension (must match the embedder)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="env_bench_"))
+    results = []
+    for size in args.sizes:
+        results.append(run_size(size, args.episodes, args.dim, workdir, args.seed))
+        stats = summarise([s for k, v in results[-1]["samples"].items() if k not in ("reset", "final") for s in v])
+        print(f"size {size:,} done: non-final p50 {stats['wall_p50']:.2f} ms", flush=True)
+    print_table(results)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""The Memora builder: segment -> episode -> abstraction/value pairs -> create-or-update -> cue anchors.
+
+For each batch of at most `batch_messages` consecutive turns of a session:
+
+1. **Segment** (`memora/segment`): the LLM groups the numbered messages into episodes;
+   `segmentation.clean_groups` repairs the indices (out of range, duplicates, uncovered
+   messages join a neighbour) and `contiguous_groups` makes them consecutive runs. An
+   answer unusable after the client's repair retry makes the batch one episode.
+2. **Episode** text is the raw segment, or (`episode_text="narrative"`, `memora/narrative`)
+   an LLM narrative with relative dates resolved from the session date.
+3. **Extract** (`memora/extract`): abstraction/value pairs, each with 1-3 cue anchors
+   "<entity> + <aspect>" and the message numbers it came from (mapped back to turn ids;
+   all the episode's turns when the numbers are unusable).
+4. **Create-or-update** through `store.upsert_entry` (gamma and top-k from the store's
+   config, 0.80 / 5 by default) with `LLMDecider` (`memora/decide`): merge into one of
+   the similar entries (the old value goes to history; the abstraction may be refined)
+   or create. The store existence-checks anchors and prunes orphaned ones.
+5. The batch's episodes are written last, so a batch is done exactly when its turns are
+   covered by stored episodes: a re-run skips done batches, skips entries already stored,
+   and gets every earlier LLM answer from the client's response cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
+
+from memora_rl.builders.base import ProgressCallback
+from memora_rl.builders.llm_common import (
+    LLMBuildReport,
+    PhaseProgress,
+    StructuredAsker,
+    already_stored,
+    client_config,
+    covered_turn_ids,
+    episode_from_turns,
+    format_day,
+    normalise_anchor,
+    raw_text,
+    render_messages,
+    session_batches,
+    stored_statements,
+    usage_delta,
+)
+from memora_rl.builders.memora_prompts import (
+    DecideAnswer,
+    ExtractAnswer,
+    MemoryItem,
+    NarrativeAnswer,
+    SegmentAnswer,
+    decide_messages,
+    extract_messages,
+    narrative_messages,
+    segment_messages,
+)
+from memora_rl.builders.segmentation import clean_groups, clean_message_refs, contiguous_groups
+from memora_rl.config import StrictModel
+from memora_rl.data.records import Conversation, Turn
+from memora_rl.llm.client import LLMClient, LLMConfig
+from memora_rl.memory.records import EntryCandidate, Episode, MemoryEntry
+from memora_rl.memory.store import GraphStore, MergeDecision
+
+logger = logging.getLogger(__name__)
+
+
+class MemoraConfig(StrictModel):
+    """Every default of the Memora builder (YAML: configs/builders/memora.yaml)."""
+
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    """The OpenAI-compatible endpoint and sampling settings (temperature 0 keeps builds reproducible)."""
+    repetition_penalty: float | None = Field(default=1.15, gt=0.0)
+    """vLLM sampling parameter added to every request: small models otherwise loop on whitespace inside
+    guided JSON until max_tokens. None sends nothing (for endpoints that reject the field, e.g. OpenAI)."""
+    batch_messages: int = Field(default=20, ge=1, le=60)
+    """Consecutive turns of one session segmented per LLM call."""
+    episode_text: Literal["raw", "narrative"] = "raw"
+    """Episodic memory: "raw" (the segment's messages, no LLM call) or "narrative" (one LLM call per episode)."""
+    max_message_chars: int = Field(default=300, ge=20)
+    """Longer messages are cut to this many characters in prompts (keeps a batch inside the context)."""
+    segment_max_tokens: int = Field(default=200, ge=16)
+    """Completion token limit of a segmentation answer."""
+    narrative_max_tokens: int = Field(default=160, ge=16)
+    """Completion token limit of a narrative answer."""
+    extract_max_tokens: int = Field(default=320, ge=16)
+    """Completion token limit of an extraction answer."""
+    decide_max_tokens: int = Field(default=120, ge=16)
+    """Completion token limit of a create-or-update answer."""
+    show_progress: bool = False
+    """Draw rich progress bars (one per conversation and per LLM phase)."""
+
+
+def decision_from_answer(answer: DecideAnswer | None, similar: Sequence[MemoryEntry]) -> MergeDecision:
+    """A store decision from the LLM's verdict; invalid or missing verdicts create a new entry.
+
+    A merge needs a target numbered 1..len(similar); an empty merged value keeps the
+    candidate's value (the older one goes to history), an empty abstraction keeps the old one.
+    """
+    if answer is None or answer.action != "merge" or not 1 <= answer.target <= len(similar):
+        return MergeDecision(action="create")
+    return MergeDecision(
+        action="merge",
+        target_id=similar[answer.target - 1].id,
+        merged_value=answer.merged_value.strip() or None,
+        refined_abstraction=answer.refined_abstraction.strip() or None,
+    )
+
+
+class LLMDecider:
+    """The create-or-update decider that asks the LLM (phase `memora/decide`)."""
+
+    def __init__(self, asker: StructuredAsker, max_tokens: int, phase: str = "memora/decide") -> None:
+        self.asker = asker
+        self.max_tokens = max_tokens
+        self.phase = phase
+
+    def __call__(self, candidate: EntryCandidate, similar: Sequence[MemoryEntry]) -> MergeDecision:
+        """Merge into one of `similar` (history kept, abstraction maybe refined) or create."""
+        existing = [(entry.abstraction, entry.value) for entry in similar]
+        messages = decide_messages(candidate.abstraction, candidate.value, existing)
+        answer = self.asker.ask_sync(messages, DecideAnswer, phase=self.phase, max_tokens=self.max_tokens)
+        return decision_from_answer(answer, similar)
+
+
+def memory_candidates(items: Sequence[MemoryItem], turns: Sequence[Turn], episode_id: str) -> list[EntryCandidate]:
+    """Entry candidates from extracted items; message numbers map to turn ids (all turns when unusable)."""
+    candidates: list[EntryCandidate] = []
+    for item in items:
+        abstraction, value = item.abstraction.strip(), item.value.strip()
+        if not abstraction or not value:
+            continue
+        sources = [turns[index] for index in clean_message_refs(item.messages, len(turns))] or list(turns)
+        speaker = sources[0].speaker
+        anchors = [anchor for text in item.anchors if (anchor := normalise_anchor(text, speaker))]
+        candidates.append(
+            EntryCandidate(
+                abstraction=abstraction,
+                value=value,
+                kind="factual",
+                episode_ids=[episode_id],
+                source_turn_ids=[turn.id for turn in sources],
+                speaker=speaker,
+                time=sources[0].time,
+                anchors=list(dict.fromkeys(anchors))[:3] or [f"{speaker} + {abstraction[:60]}"],
+            )
+        )
+    return candidates
+
+
+class MemoraBuilder:
+    """LLM builder following the Memora pipeline; see the module docstring for every step."""
+
+    name = "memora"
+
+    def __init__(self, config: MemoraConfig | None = None, client: LLMClient | None = None) -> None:
+        self.config = config or MemoraConfig()
+        self.client = client or LLMClient(client_config(self.config.llm, self.config.repetition_penalty))
+        self.asker = StructuredAsker(self.client)
+        self.decider = LLMDecider(self.asker, self.config.decide_max_tokens)
+
+    def build(
+        self,
+        conversation: Conversation,
+        store: GraphStore,
+        graph_id: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> LLMBuildReport:
+        """Build (or resume, or extend with new sessions) the graph of `conversation`."""
+        started = time.perf_counter()
+        graph_id = graph_id or conversation.id
+        usage_before, fallbacks_before = self.client.usage.as_dict(), self.asker.fallbacks
+        all_batches = session_batches(conversation, self.config.batch_messages)
+        covered = covered_turn_ids(store, graph_id)
+        report = LLMBuildReport(
+            graph_id=graph_id, conversation_id=conversation.id, skipped=False,
+            turns=sum(len(batch) for batch in all_batches), statements=0,
+            entries_created=0, entries_merged=0, episodes_added=0, seconds=0.0,
+        )  # fmt: skip
+        if all(turn.id in covered for batch in all_batches for turn in batch):
+            logger.info("graph %s already covers conversation %s; skipped", graph_id, conversation.id)
+            report.skipped = True
+        else:
+            done = stored_statements(store, graph_id)
+            with PhaseProgress(self.config.show_progress) as bars:
+                done_turns = 0
+                for batch in all_batches:
+                    if not all(turn.id in covered for turn in batch):
+                        self._build_batch(batch, graph_id, store, done, report, bars)
+                    done_turns += len(batch)
+                    bars.advance(f"conversation {conversation.id}", len(batch), total=report.turns)
+                    if progress is not None:
+                        progress(done_turns, report.turns)
+        report.usage = usage_delta(usage_before, self.client.usage.as_dict())
+        report.llm_calls = int(sum(phase["calls"] for phase in report.usage.values()))
+        report.http_requests = int(sum(phase["http_requests"] for phase in report.usage.values()))
+        report.fallbacks = self.asker.fallbacks - fallbacks_before
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _build_batch(
+        self,
+        batch: list[Turn],
+        graph_id: str,
+        store: GraphStore,
+        done: set[tuple[str, str]],
+        report: LLMBuildReport,
+        bars: PhaseProgress,
+    ) -> None:
+        """Segment one batch, write its entries through create-or-update, then its episodes."""
+        segments = self._segment(batch, report)
+        bars.advance("memora/segment")
+        day = format_day(batch[0].time)
+        episodes = [
+            episode_from_turns(graph_id, f"ep-{batch[0].id}-{number}", turns, raw_text(turns), topic)
+            for number, (turns, topic) in enumerate(segments, start=1)
+        ]
+        segments_turns = [turns for turns, _ in segments]
+        if self.config.episode_text == "narrative":
+            episodes = self._narrate(episodes, segments_turns, day)
+            bars.advance("memora/narrative", len(episodes))
+        answers = self.asker.gather(
+            [
+                self.asker.ask(
+                    extract_messages(render_messages(turns, self.config.max_message_chars), day),
+                    ExtractAnswer,
+                    phase="memora/extract",
+                    max_tokens=self.config.extract_max_tokens,
+                )
+                for turns in segments_turns
+            ]
+        )
+        bars.advance("memora/extract", len(segments))
+        for episode, turns, answer in zip(episodes, segments_turns, answers, strict=True):
+            candidates = memory_candidates(answer.memories if answer else [], turns, episode.id)
+            report.statements += len(candidates)
+            for candidate in candidates:
+                if already_stored(candidate, done):
+                    continue
+                result = store.upsert_entry(graph_id, candidate, self.decider)
+                report.entries_created += int(result.created)
+                report.entries_merged += int(not result.created)
+                bars.advance("memora/upsert")
+        for episode in episodes:
+            store.add_episode(episode)
+            report.episodes_added += 1
+
+    def _segment(self, batch: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
+        """The batch's episodes as (consecutive run of turns, topic); one run when the answer is unusable."""
+        rendered = render_messages(batch, self.config.max_message_chars)
+        messages = segment_messages(rendered, len(batch), format_day(batch[0].time))
+        answer = self.asker.ask_sync(
+            messages, SegmentAnswer, phase="memora/segment", max_tokens=self.config.segment_max_tokens
+        )
+        groups = answer.episodes if answer is not None else []
+        outcome = clean_groups([group.messages for group in groups], len(batch))
+        report.index_repairs += int(outcome.repaired and answer is not None)
+        topics: dict[int, str] = {}
+        for group in groups:
+            refs = clean_message_refs(group.messages, len(batch))
+            if refs:
+                topics.setdefault(min(refs), group.topic.strip())
+        runs = contiguous_groups(outcome.groups, len(batch))
+        return [([batch[index] for index in run], topics.get(run[0], "")) for run in runs]
+
+    def _narrate(self, episodes: list[Episode], segments: list[list[Turn]], day: str) -> list[Episode]:
+        """Episodes whose text is the LLM narrative (raw text kept when the answer is unusable)."""
+        answers = self.asker.gather(
+            [
+                self.asker.ask(
+                    narrative_messages(render_messages(turns, self.config.max_message_chars), day),
+                    NarrativeAnswer,
+                    phase="memora/narrative",
+                    max_tokens=self.config.narrative_max_tokens,
+                )
+                for turns in segments
+            ]
+        )
+        narrated: list[Episode] = []
+        for episode, answer in zip(episodes, answers, strict=True):
+            if answer is not None and answer.narrative.strip():
+                episode = episode.model_copy(update={"text": answer.narrative.strip(), "title": answer.title.strip()})
+            narrated.append(episode)
+        return narrated

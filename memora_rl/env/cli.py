@@ -1,0 +1,122 @@
+"""`memora-rl env list|play`: see the named envs, and play one by hand (type actions, read observations)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from memora_rl.errors import ConfigError
+
+env_app = typer.Typer(help="Named retrieval environments: list them, or play one by hand.", no_args_is_help=True)
+console = Console()
+
+SHORTHAND_HELP = (
+    "Type a JSON action, or a shorthand: `:expand e1 e2`, `:refine new query`, `:stop`. "
+    "Anything else is sent as written (and may be invalid). Ctrl-D quits."
+)
+
+
+@env_app.command("list")
+def list_command() -> None:
+    """List the registered envs with their data, builder and budget."""
+    from memora_rl.env.registry import get_env_spec, list_envs
+
+    table = Table(title="memora-rl envs")
+    for column in ("name", "data", "builder", "budget", "expand/refine/invalid", "steps"):
+        table.add_column(column)
+    specs = [get_env_spec(name) for name in list_envs()]
+    for spec in specs:
+        env = spec.env
+        costs = f"{env.expand_cost_per_id:g}/{env.refine_cost:g}/{env.invalid_cost:g}"
+        table.add_row(spec.name, spec.data.kind, spec.builder, f"{env.budget:g}", costs, str(env.max_steps))
+    console.print(table)
+    for spec in specs:
+        console.print(f"[bold]{spec.name}[/]: {spec.description}")
+
+
+def expand_shorthand(text: str) -> str:
+    """Turn `:expand e1 e2`, `:refine words`, `:stop` into canonical JSON; return other text unchanged."""
+    from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction, format_action
+
+    command, _, rest = text.strip().partition(" ")
+    if command == ":expand" and rest.split():
+        return format_action(ExpandAction(ids=rest.split()))
+    if command == ":refine" and rest.strip():
+        return format_action(RefineAction(query=rest.strip()))
+    if command == ":stop":
+        return format_action(StopAction())
+    return text
+
+
+def _frontier_table(info: dict[str, Any]) -> Table:
+    """The frontier as a table of id and anchor."""
+    table = Table(title=f"frontier (budget left {info['budget_left']:g}, step {info['step']})")
+    table.add_column("id")
+    table.add_column("anchor")
+    for item in info["frontier"]:
+        table.add_row(item["id"], item["anchor"])
+    return table
+
+
+def _show_result(reward: float, info: dict[str, Any]) -> None:
+    """The judge's breakdown and the trajectory summary at the end of an episode."""
+    table = Table(title=f"episode over: {info['stop_reason']} - reward {reward:.3f}")
+    table.add_column("component")
+    table.add_column("value", justify="right")
+    for name, value in info["reward_components"].items():
+        table.add_row(name, f"{value:.3f}")
+    console.print(table)
+    trajectory = info["trajectory"]
+    if trajectory is not None:
+        console.print(
+            f"gold answer: [bold]{trajectory.task.answer}[/]  evidence: {', '.join(trajectory.task.evidence)}"
+        )
+
+
+@env_app.command("play")
+def play_command(
+    env_name: Annotated[str, typer.Option("--env", help="Env name (see `memora-rl env list`).")] = "synthetic",
+    task_id: Annotated[
+        str | None, typer.Option("--task-id", help="Play this task (any split); default: a seeded draw.")
+    ] = None,
+    split: Annotated[str, typer.Option(help="Split to draw from: train, validation, test or all.")] = "train",
+    seed: Annotated[int, typer.Option(help="Seed of the task draw.")] = 0,
+    override: Annotated[
+        list[str] | None, typer.Option("--override", "-o", help="Env spec override key=value, e.g. env.budget=4.")
+    ] = None,
+) -> None:
+    """Play one episode by hand: read each observation, type the policy's action, see the judge's verdict."""
+    from memora_rl.env.registry import make_env
+
+    env, tasks = make_env(env_name, split="all" if task_id else split, overrides=override or [])  # type: ignore[arg-type]
+    options: dict[str, Any] = {}
+    if task_id is not None:
+        matches = [task for task in tasks if task.id == task_id]
+        if not matches:
+            raise ConfigError(f"No task {task_id!r} in env {env_name!r}; e.g. {', '.join(t.id for t in tasks[:5])}.")
+        options["task"] = matches[0]
+    observation, info = env.reset(seed=seed, options=options)
+    console.print(SHORTHAND_HELP, style="dim")
+    done = False
+    while not done:
+        console.print(Panel(observation, title=f"observation (task {info['task_id']})"))
+        console.print(_frontier_table(dict(info)))
+        try:
+            text = console.input("[bold cyan]action> [/]")
+        except EOFError:
+            console.print("quit")
+            return
+        action = expand_shorthand(text)
+        if action != text:
+            console.print(f"sent: {action}", style="dim")
+        observation, reward, terminated, truncated, info = env.step(action)
+        if info["parse_error"]:
+            console.print(f"invalid action: {info['parse_error']}", style="red")
+        done = terminated or truncated
+    console.print(Panel(observation, title="final state"))
+    _show_result(reward, dict(info))
+    env.close()

@@ -1,0 +1,280 @@
+"""Offline evaluation: run one policy over an env's held-out tasks; write records, results, tables and plots.
+
+`run_eval(EvalConfig(...))` is what `memora-rl eval` and `eval/offline.py` call. An output
+folder holds `records.jsonl` (one line per question, appended as questions finish: a rerun
+skips the task ids already recorded), `results.json`, `results.md` and PNG plots.
+`compare_eval_dirs` puts finished runs side by side with paired bootstrap intervals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from memora_rl.config import StrictModel
+from memora_rl.data.records import Task
+from memora_rl.env.registry import SplitName
+from memora_rl.errors import EvalError
+from memora_rl.evaluation.metrics import OVERALL, summarize_by_category
+from memora_rl.evaluation.policies import PolicySpec, make_context_policy, make_graph_policy, parse_policy_spec
+from memora_rl.evaluation.records import QuestionRecord
+from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_results
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TOKENIZER = "smollm2-135m-instruct"
+PLOT_FILES = {
+    "category": "category_evidence_recall.png",
+    "recall_tokens": "recall_vs_context_tokens.png",
+    "latency": "latency_cdf.png",
+}
+
+
+class EvalConfig(StrictModel):
+    """One offline evaluation run."""
+
+    env: str
+    """Env name (`memora-rl env list`), e.g. `synthetic`, `locomo`."""
+    policy: str
+    """`semantic` | `heuristic` | `random` | `rag` | `full-context` | `prompted:<model>` | an export folder."""
+    split: SplitName = "test"
+    """Task split to evaluate on (held-out: `test`)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Evaluate only the first N tasks of the split (None: all)."""
+    out: Path | None = None
+    """Output folder; None uses `evals/<env>-<split>/<policy name>`."""
+    base_url: str | None = None
+    """vLLM `/v1` URL for `prompted:` and export policies; None generates in-process with transformers."""
+    answerer_base_url: str | None = None
+    """`/v1` URL of the answerer LLM; with `answerer_model`, adds answer correctness, token F1 and BLEU-1."""
+    answerer_model: str | None = None
+    """Served name of the answerer (the judge LLM too, unless `judge_model` is set)."""
+    judge_model: str | None = None
+    """Served name of the CORRECT/WRONG judge on the answerer's endpoint (None: the answerer)."""
+    concurrency: int = Field(default=8, ge=1)
+    """Episodes in flight at once (one env each)."""
+    seed: int = 0
+    """Base seed: episode i is reset with seed + i (and the random baseline's seed)."""
+    max_new_tokens: int = Field(default=64, ge=1)
+    """Token limit of one LLM action."""
+    tokenizer: str = DEFAULT_TOKENIZER
+    """Tokenizer that counts context tokens for baselines (LLM policies use their own)."""
+    env_overrides: list[str] = Field(default_factory=list)
+    """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`)."""
+
+    def output_dir(self, spec: PolicySpec) -> Path:
+        """The run folder for `spec`."""
+        return self.out or Path("evals") / f"{self.env}-{self.split}" / spec.name
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """Where a finished evaluation wrote its outputs, and its metrics."""
+
+    out: Path
+    policy: str
+    metrics: dict[str, dict]
+    resumed: int
+    """Questions already recorded before this call (skipped)."""
+
+
+def _check_split(env_name: str, split: str, overrides: list[str]) -> None:
+    """Refuse an env whose spec gives the requested split no share."""
+    from memora_rl.env.registry import resolve_env_spec
+
+    spec = resolve_env_spec(env_name, overrides)
+    if split in ("train", "validation", "test") and getattr(spec.split, split) <= 0:
+        raise EvalError(
+            f"Env {env_name!r} has no {split} split (its split shares are train={spec.split.train}, "
+            f"validation={spec.split.validation}, test={spec.split.test}); evaluate an env with held-out tasks "
+            "or pass --split validation."
+        )
+
+
+def _recorded(records_path: Path, policy: str) -> list[QuestionRecord]:
+    """Records already in the run folder (torn last line dropped and rewritten), checked to be this policy's."""
+    if not records_path.is_file():
+        return []
+    records = read_records(records_path)
+    others = sorted({record.policy for record in records if record.policy != policy})
+    if others:
+        raise EvalError(
+            f"{records_path.parent} holds records of policy {', '.join(others)}, not {policy!r}; "
+            "pass another --out (or delete the folder)."
+        )
+    records_path.write_text("".join(record.model_dump_json() + "\n" for record in records))
+    return records
+
+
+def _answer_grader(config: EvalConfig) -> Any:
+    """The answerer/judge pair when an answerer endpoint is configured, else None."""
+    if not (config.answerer_base_url and config.answerer_model):
+        if config.answerer_base_url or config.answerer_model:
+            raise EvalError("Answer metrics need both --answerer-base-url and --answerer-model.")
+        return None
+    from memora_rl.judge.answer import AnswerGrader
+    from memora_rl.llm.client import LLMClient, LLMConfig
+
+    answerer = LLMClient(LLMConfig(base_url=config.answerer_base_url, model=config.answerer_model, max_tokens=128))
+    judge = None
+    if config.judge_model:
+        judge = LLMClient(LLMConfig(base_url=config.answerer_base_url, model=config.judge_model, max_tokens=128))
+    return AnswerGrader(answerer, judge)
+
+
+def _limit(tasks: list[Task], config: EvalConfig) -> list[Task]:
+    """The first `limit` tasks; an empty split is an error naming the env and split."""
+    tasks = tasks[: config.limit] if config.limit else tasks
+    if not tasks:
+        raise EvalError(f"Env {config.env!r} has no {config.split} tasks to evaluate; pick another env or split.")
+    return tasks
+
+
+def _load_tokenizer(name: str) -> Any:
+    """The tokenizer that counts baseline context tokens."""
+    from memora_rl.llm.registry import load_tokenizer
+
+    return load_tokenizer(name)
+
+
+def _eval_graph(config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]) -> list[Task]:
+    """Play the graph policy over the split's remaining tasks; returns all tasks of the (limited) split."""
+    from memora_rl.env.registry import make_env, resolve_env_spec
+    from memora_rl.env.retrieval import RetrievalEnv
+    from memora_rl.evaluation.playback import play_graph_tasks
+
+    env_config = resolve_env_spec(config.env, config.env_overrides).env
+    policy, tokenizer = make_graph_policy(
+        spec, env_config, base_url=config.base_url, seed=config.seed, max_new_tokens=config.max_new_tokens
+    )
+    tokenizer = tokenizer or _load_tokenizer(config.tokenizer)
+    from memora_rl.judge import TrajectoryJudge
+
+    judge = TrajectoryJudge(env_config.judge)  # model-free (evidence recall); shared by every worker's env
+    env, tasks = make_env(
+        config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer, judge=judge
+    )
+    tasks = _limit(tasks, config)
+    jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
+    envs = [env] + [
+        RetrievalEnv(env.store, env.config, tasks, tokenizer=tokenizer, judge=judge)
+        for _ in range(min(config.concurrency, max(len(jobs), 1)) - 1)
+    ]
+    grader = _answer_grader(config)
+
+    async def play() -> None:
+        try:
+            await play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed)
+        finally:
+            await policy.aclose()
+
+    asyncio.run(play())
+    return tasks
+
+
+def _eval_context(config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]) -> list[Task]:
+    """Run a context baseline over the split's remaining tasks (no graph is built)."""
+    from memora_rl.env.registry import resolve_env_spec, select_conversations, split_tasks
+    from memora_rl.env.sources import load_corpus
+    from memora_rl.evaluation.playback import play_context_tasks
+
+    env_spec = resolve_env_spec(config.env, config.env_overrides)
+    corpus = select_conversations(env_spec, load_corpus(env_spec.data))
+    tasks = _limit(split_tasks(env_spec, corpus, config.split), config)
+    jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
+    baseline = make_context_policy(spec, _load_tokenizer(config.tokenizer))
+    conversations = {conversation.id: conversation for conversation in corpus.conversations}
+    asyncio.run(
+        play_context_tasks(baseline, conversations, jobs, records_path, _answer_grader(config), config.concurrency)
+    )
+    return tasks
+
+
+def run_eval(config: EvalConfig) -> EvalRun:
+    """Evaluate `config.policy` on `config.env`'s split; resumes a run folder that already holds records.
+
+    Raises:
+        EvalError: unknown policy name (lists the valid ones), an env without the split, or an out
+            folder holding another policy's records.
+        ExportError: the policy is a folder that is not a memora-rl export.
+        ConfigError: unknown env name or bad env override.
+    """
+    spec = parse_policy_spec(config.policy)
+    _check_split(config.env, config.split, config.env_overrides)
+    out = config.output_dir(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    records_path = out / RECORDS_FILE
+    done = {record.task_id for record in _recorded(records_path, spec.name)}
+    if done:
+        logger.info("Resuming %s: %d questions already recorded.", out, len(done))
+    runner = _eval_context if spec.kind == "context_baseline" else _eval_graph
+    tasks = runner(config, spec, records_path, done)
+    wanted = {task.id for task in tasks}
+    records = [record for record in read_records(records_path) if record.task_id in wanted]
+    metrics = summarize_by_category(records)
+    meta = {"policy": spec.name, "policy_spec": config.policy, "env": config.env, "split": config.split}
+    meta.update({"limit": config.limit, "questions": len(records), "env_overrides": config.env_overrides})
+    write_results(out, metrics, meta)
+    write_run_plots(out, {spec.name: metrics}, {spec.name: records})
+    logger.info("Evaluated %s on %d %s questions of %s -> %s", spec.name, len(records), config.split, config.env, out)
+    return EvalRun(out=out, policy=spec.name, metrics=metrics, resumed=len(done))
+
+
+def write_run_plots(out: Path, metrics: dict[str, dict], records: dict[str, list[QuestionRecord]]) -> list[Path]:
+    """The three PNG plots (per-category evidence recall, recall vs context tokens, latency CDF)."""
+    from memora_rl.evaluation.plots import plot_category_bars, plot_latency_cdf, plot_recall_vs_tokens
+
+    return [
+        plot_category_bars(metrics, "evidence_recall", out / PLOT_FILES["category"]),
+        plot_recall_vs_tokens(records, out / PLOT_FILES["recall_tokens"]),
+        plot_latency_cdf(records, out / PLOT_FILES["latency"]),
+    ]
+
+
+def _run_name(run_dir: Path) -> str:
+    """A run's policy name from its results.json, else its folder name."""
+    import json
+
+    from memora_rl.evaluation.report import RESULTS_FILE
+
+    results = run_dir / RESULTS_FILE
+    if results.is_file():
+        name = json.loads(results.read_text()).get("meta", {}).get("policy")
+        if name:
+            return str(name)
+    return run_dir.name
+
+
+def compare_eval_dirs(run_dirs: list[Path], out: Path | None = None, seed: int = 0) -> tuple[str, Path]:
+    """Side-by-side Markdown table (overall metrics on shared questions + paired deltas vs the first run) and plots.
+
+    Returns:
+        The Markdown table and the folder holding `compare.md` and the PNG plots.
+    """
+    from memora_rl.evaluation.compare import compare_runs
+    from memora_rl.evaluation.report import comparison_table
+
+    if len(run_dirs) < 2:
+        raise EvalError(f"compare needs at least two eval folders, got {len(run_dirs)}.")
+    names = [_run_name(path) for path in run_dirs]
+    if len(set(names)) < len(names):
+        names = [f"{name} ({path.name})" for name, path in zip(names, run_dirs, strict=True)]
+    runs = {name: read_records(path) for name, path in zip(names, run_dirs, strict=True)}
+    shared = set.intersection(*({record.task_id for record in records} for records in runs.values()))
+    if not shared:
+        raise EvalError("The eval runs share no task ids; evaluate them on the same env, split and limit.")
+    runs = {name: [r for r in records if r.task_id in shared] for name, records in runs.items()}
+    metrics = {name: summarize_by_category(records) for name, records in runs.items()}
+    first = names[0]
+    deltas = {name: compare_runs(runs[first], runs[name], seed=seed) for name in names[1:]}
+    table = comparison_table(names, [metrics[name][OVERALL] for name in names], deltas)
+    target = out or run_dirs[0].parent / "compare"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "compare.md").write_text(table)
+    write_run_plots(target, metrics, runs)
+    return table, target

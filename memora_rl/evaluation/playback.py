@@ -1,0 +1,180 @@
+"""Play held-out tasks with a policy and append one `QuestionRecord` per finished question.
+
+Graph policies walk the env (`memora_rl.policy.runner.play_episode`), one env per worker;
+context baselines (RAG, full context) retrieve from the raw conversation. When an answer
+grader is given, the retrieved context is answered and labelled before the record is written.
+Each record is appended and flushed as soon as its question is done, so a killed run loses
+at most the questions in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from memora_rl.data.records import Conversation, Task
+from memora_rl.evaluation.records import QuestionRecord
+from memora_rl.evaluation.report import append_record
+from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, render_memory_context
+from memora_rl.judge.graders import bleu1, evidence_recall, token_f1
+from memora_rl.policy.base import Policy
+from memora_rl.policy.runner import EpisodeResult, play_episode
+
+logger = logging.getLogger(__name__)
+
+
+def answer_fields(verdict: AnswerVerdict | None, gold: str) -> dict[str, Any]:
+    """The answer-quality fields of a record (all None without a grader).
+
+    >>> answer_fields(AnswerVerdict(answer="in May 2023", correct=True), "May 2023")["token_f1"]
+    0.8
+    """
+    if verdict is None:
+        return {"answer": None, "correct": None, "token_f1": None, "bleu1": None}
+    return {
+        "answer": verdict.answer,
+        "correct": verdict.correct,
+        "token_f1": token_f1(verdict.answer, gold),
+        "bleu1": bleu1(verdict.answer, gold),
+    }
+
+
+def graph_record(task: Task, result: EpisodeResult, verdict: AnswerVerdict | None) -> QuestionRecord:
+    """The record of one graph-policy episode (search latency = time inside the env: search, frontier, judge)."""
+    trajectory = result.trajectory
+    return QuestionRecord(
+        task_id=task.id,
+        conversation_id=task.conversation_id,
+        category=task.category,
+        question=task.question,
+        gold_answer=task.answer,
+        policy=result.policy,
+        retrieved_ids=[entry.id for entry in trajectory.retrieved],
+        retrieved_turn_ids=sorted(trajectory.retrieved_turn_ids),
+        evidence_recall=evidence_recall(trajectory),
+        context_tokens=trajectory.context_tokens,
+        steps=len(trajectory.actions),
+        action_counts=dict(Counter(action.kind for action in trajectory.actions)),
+        judge_total=result.reward,
+        search_latency_s=result.timing.search_s if result.timing.search_s is not None else result.timing.env_s,
+        total_latency_s=result.timing.total_s,
+        **answer_fields(verdict, task.answer),
+    )
+
+
+def context_recall(evidence: Sequence[str], turn_ids: Sequence[str]) -> float:
+    """Share of evidence turns inside the context (1.0 without evidence, as the graph grader scores it).
+
+    >>> context_recall(["D1:1", "D2:2"], ["D1:1", "D1:2"])
+    0.5
+    """
+    if not evidence:
+        return 1.0
+    return len(set(evidence) & set(turn_ids)) / len(set(evidence))
+
+
+def _progress(total: int, name: str) -> tuple[Progress, Any]:
+    """A rich progress bar of finished questions."""
+    bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    return bar, bar.add_task(f"eval ({name})", total=total)
+
+
+async def _drain(
+    jobs: Sequence[tuple[int, Task]],
+    workers: int,
+    handle: Callable[[int, Task, int], Any],
+    name: str,
+) -> None:
+    """Run `handle(index, task, worker)` over `jobs` with `workers` concurrent workers and a progress bar."""
+    queue: asyncio.Queue[tuple[int, Task]] = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    bar, bar_id = _progress(len(jobs), name)
+
+    async def worker(number: int) -> None:
+        while not queue.empty():
+            index, task = queue.get_nowait()
+            await handle(index, task, number)
+            bar.advance(bar_id)
+
+    with bar:
+        running = [asyncio.create_task(worker(number)) for number in range(min(workers, len(jobs)))]
+        try:
+            await asyncio.gather(*running)
+        except BaseException:
+            for job in running:
+                job.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
+
+
+async def play_graph_tasks(
+    envs: Sequence[Any],
+    jobs: Sequence[tuple[int, Task]],
+    policy: Policy,
+    records_path: Path,
+    grader: AnswerGrader | None = None,
+    seed: int = 0,
+) -> None:
+    """Play each `(index, task)` job (env reset with seed `seed + index`) and append its record.
+
+    Args:
+        envs: One env per concurrent worker (they may share a store).
+        jobs: Tasks with their index in the full task list (stable seeds across resumed runs).
+        policy: The graph policy.
+        records_path: `records.jsonl` to append to.
+        grader: Answers and labels the retrieved entries; None skips answer metrics.
+        seed: Base seed of the episodes.
+    """
+
+    async def handle(index: int, task: Task, worker: int) -> None:
+        result = await play_episode(envs[worker], task, policy, seed + index)
+        verdict = None
+        if grader is not None:
+            context = render_memory_context(result.trajectory.retrieved)
+            verdict = await grader.grade(task.question, task.answer, context)
+        append_record(records_path, graph_record(task, result, verdict))
+
+    await _drain(jobs, len(envs), handle, policy.name)
+
+
+async def play_context_tasks(
+    baseline: Any,
+    conversations: dict[str, Conversation],
+    jobs: Sequence[tuple[int, Task]],
+    records_path: Path,
+    grader: AnswerGrader | None = None,
+    concurrency: int = 8,
+) -> None:
+    """Retrieve each task's context with a non-graph baseline (RAG, full context) and append its record."""
+
+    async def handle(index: int, task: Task, worker: int) -> None:
+        started = time.perf_counter()
+        context = baseline.retrieve_context(conversations[task.conversation_id], task.question)
+        retrieval_s = time.perf_counter() - started
+        verdict = await grader.grade(task.question, task.answer, context.text) if grader is not None else None
+        record = QuestionRecord(
+            task_id=task.id,
+            conversation_id=task.conversation_id,
+            category=task.category,
+            question=task.question,
+            gold_answer=task.answer,
+            policy=baseline.name,
+            retrieved_turn_ids=list(context.turn_ids),
+            evidence_recall=context_recall(task.evidence, context.turn_ids),
+            context_tokens=context.tokens,
+            steps=0,
+            search_latency_s=retrieval_s,
+            total_latency_s=retrieval_s,
+            **answer_fields(verdict, task.answer),
+        )
+        append_record(records_path, record)
+
+    await _drain(jobs, concurrency if grader is not None else 1, handle, baseline.name)

@@ -1,0 +1,163 @@
+"""Turn an eval `--policy` spec into a policy: graph baselines, context baselines, prompted LLMs, exports.
+
+Spec grammar (`memora-rl eval --policy ...`):
+- `semantic`, `heuristic`, `random`: graph baselines (`memora_rl.policy.baselines`).
+- `rag`, `full-context`: non-graph baselines (`memora_rl.policy.context_baselines`).
+- `prompted:<model>`: the zero-shot LLM policy; with a policy server URL `<model>` is the served
+  name, without one it is a registry name or folder loaded with transformers.
+- a folder path: a policy exported by `memora-rl export` (adapter on the server, or transformers).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from memora_rl.env.config import EnvConfig
+from memora_rl.errors import EvalError
+from memora_rl.policy.base import Policy
+
+logger = logging.getLogger(__name__)
+
+GRAPH_BASELINES = ("semantic", "heuristic", "random")
+CONTEXT_BASELINES = {"rag": "rag", "full-context": "full_context", "full_context": "full_context"}
+PROMPTED_PREFIX = "prompted:"
+VALID_POLICIES = (*GRAPH_BASELINES, "rag", "full-context", "prompted:<model>", "<export folder>")
+
+PolicyKind = Literal["graph_baseline", "context_baseline", "prompted", "export"]
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A parsed `--policy` value."""
+
+    kind: PolicyKind
+    name: str
+    """Name in records and reports (`semantic`, `prompted-smollm2`, `export-<folder>`)."""
+    target: str
+    """Baseline name, model name, or export folder path."""
+
+
+def _looks_like_path(spec: str) -> bool:
+    """True for values written as paths (a separator, a leading dot or tilde, or an existing folder)."""
+    return "/" in spec or spec.startswith((".", "~")) or Path(spec).is_dir()
+
+
+def parse_policy_spec(spec: str) -> PolicySpec:
+    """Parse `--policy` without loading anything.
+
+    >>> parse_policy_spec("heuristic").kind, parse_policy_spec("prompted:smollm2").name
+    ('graph_baseline', 'prompted-smollm2')
+
+    Raises:
+        EvalError: an unknown name (the message lists the valid ones) or an empty `prompted:` model.
+    """
+    value = spec.strip()
+    if value in GRAPH_BASELINES:
+        return PolicySpec("graph_baseline", value, value)
+    if value in CONTEXT_BASELINES:
+        return PolicySpec("context_baseline", CONTEXT_BASELINES[value], CONTEXT_BASELINES[value])
+    if value.startswith(PROMPTED_PREFIX):
+        model = value[len(PROMPTED_PREFIX) :].strip()
+        if not model:
+            raise EvalError("--policy prompted: needs a model, e.g. prompted:smollm2 (served name) or a model folder.")
+        return PolicySpec("prompted", f"prompted-{_slug(Path(model).name or model)}", model)
+    if _looks_like_path(value):
+        path = Path(value).expanduser()
+        return PolicySpec("export", f"export-{_slug(path.resolve().name)}", str(path))
+    raise EvalError(f"Unknown policy {spec!r}. Valid policies: {', '.join(VALID_POLICIES)}.")
+
+
+def _slug(text: str) -> str:
+    """A file-name-safe version of `text`.
+
+    >>> _slug("Qwen/Qwen2.5 0.5B")
+    'Qwen-Qwen2.5-0.5B'
+    """
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "policy"
+
+
+def make_graph_policy(
+    spec: PolicySpec,
+    env_config: EnvConfig,
+    *,
+    base_url: str | None = None,
+    seed: int = 0,
+    max_new_tokens: int = 64,
+) -> tuple[Policy, Any | None]:
+    """Build a graph policy; returns it with the tokenizer its prompts are counted in (None for baselines).
+
+    Args:
+        spec: A parsed spec of kind `graph_baseline`, `prompted` or `export`.
+        env_config: The env's costs (baselines stay within its budget).
+        base_url: OpenAI-compatible `/v1` URL of a vLLM server; None generates with transformers.
+        seed: Seed of the random baseline.
+        max_new_tokens: Token limit of one LLM action.
+    """
+    if spec.kind == "graph_baseline":
+        from memora_rl.policy.baselines import CostModel, make_baseline
+
+        return make_baseline(spec.target, seed=seed, costs=CostModel.from_env_config(env_config)), None
+    if spec.kind == "prompted":
+        return _prompted_policy(spec, base_url, max_new_tokens)
+    if spec.kind == "export":
+        return _export_policy(spec, base_url, max_new_tokens)
+    raise EvalError(f"Policy {spec.name!r} is a context baseline: it does not walk the graph.")
+
+
+def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any]:
+    """A zero-shot LLM policy on a server (served name) or in-process (registry name or folder)."""
+    from memora_rl.llm.registry import load_tokenizer
+    from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
+
+    if base_url is None:
+        config = LLMPolicyConfig(
+            backend="transformers", model=spec.target, max_new_tokens=max_new_tokens, dtype="float32", name=spec.name
+        )
+        policy = make_llm_policy(config)
+        return policy, policy.tokenizer  # type: ignore[attr-defined]
+    from memora_rl.llm.server import list_served_models
+
+    served = list_served_models(base_url)
+    match = next((m for m in served if m["id"] == spec.target), None)
+    if match is None:
+        names = ", ".join(m["id"] for m in served)
+        raise EvalError(f"The server at {base_url} does not serve {spec.target!r}; it serves: {names}.")
+    config = LLMPolicyConfig(
+        backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
+    )
+    return make_llm_policy(config), load_tokenizer(str(match.get("root") or "smollm2-135m-instruct"))
+
+
+def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any]:
+    """An exported policy: its adapter hot-loaded into the server, or base + adapter in transformers."""
+    from memora_rl.export.folder import load_export, load_export_model
+    from memora_rl.llm.registry import load_tokenizer
+    from memora_rl.policy.llm_policy import LLMPolicyConfig, TransformersPolicy, make_llm_policy
+
+    export = load_export(Path(spec.target))
+    tokenizer = load_tokenizer(str(export.path))
+    if base_url is None:
+        model = load_export_model(export, merged=export.has_merged)
+        return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer
+    from memora_rl.llm.server import load_lora_adapter
+
+    adapter_name = f"{spec.name}-{export.manifest.export_id}"
+    load_lora_adapter(base_url, adapter_name, export.adapter_dir.resolve(), inplace=True)
+    logger.info("Loaded the adapter of %s on %s as %r.", export.path, base_url, adapter_name)
+    config = LLMPolicyConfig(
+        backend="server", model=adapter_name, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
+    )
+    return make_llm_policy(config), tokenizer
+
+
+def make_context_policy(spec: PolicySpec, tokenizer: Any | None) -> Any:
+    """A non-graph baseline counting tokens with `tokenizer` (whitespace words without one)."""
+    from memora_rl.policy.context_baselines import count_words, make_context_baseline
+
+    if tokenizer is None:
+        return make_context_baseline(spec.target, count_words)
+    return make_context_baseline(spec.target, lambda text: len(tokenizer.encode(text, add_special_tokens=False)))

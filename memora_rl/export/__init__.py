@@ -1,0 +1,1 @@
+"""Export trained policies (adapter, optional merged model, tokenizer, model card) and load them back."""

@@ -1,0 +1,169 @@
+"""Check an export before publishing it: load it with transformers or vLLM and play one env step.
+
+A check fails with `ExportError` when the weights do not load or the env step raises; the
+action the policy writes is recorded (a tiny policy may write an invalid action, which the
+env handles: that is a property of the policy, not a broken export).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any, Literal
+
+from memora_rl.errors import ExportError, MemoraError
+from memora_rl.export.folder import Export, VerificationRecord, load_export_model
+
+logger = logging.getLogger(__name__)
+
+VerifyMode = Literal["transformers", "vllm", "none"]
+DEFAULT_VERIFY_ENV = "synthetic"
+ADAPTER_CHECK_NAME = "export-check"
+
+
+def first_step_fixture(env_name: str, tokenizer: Any) -> tuple[Any, list[dict[str, str]], dict[str, Any]]:
+    """An env reset on its first test task (else its first task): the env, the chat and the info."""
+    from memora_rl.env.registry import make_env
+    from memora_rl.policy.render import initial_messages
+
+    env, tasks = make_env(env_name, split="test", tokenizer=tokenizer)
+    if not tasks:
+        env, tasks = make_env(env_name, split="all", tokenizer=tokenizer)
+    if not tasks:
+        raise ExportError(f"Env {env_name!r} has no tasks to verify the export on; pass --verify-env synthetic.")
+    observation, info = env.reset(seed=0, options={"task": tasks[0]})
+    return env, initial_messages(observation), dict(info)
+
+
+def _step_record(
+    backend: str,
+    weights: str,
+    act: Callable[[list[dict[str, str]], dict[str, Any]], str],
+    env_name: str,
+    tokenizer: Any,
+) -> VerificationRecord:
+    """Play one env step with `act` and record what the policy wrote."""
+    started = time.perf_counter()
+    env, messages, info = first_step_fixture(env_name, tokenizer)
+    try:
+        action = act(messages, info)
+        _, _, _, _, step_info = env.step(action)
+    except MemoraError:
+        raise
+    except Exception as error:
+        raise ExportError(f"The exported policy failed one env step with {backend} ({weights}): {error}") from error
+    record = VerificationRecord(
+        backend=backend,
+        weights=weights,
+        action_text=action,
+        action_kind=step_info.get("action"),
+        seconds=time.perf_counter() - started,
+    )
+    logger.info("Verified %s (%s): action %r -> %s", backend, weights, action[:80], record.action_kind)
+    return record
+
+
+def verify_transformers(export: Export, env_name: str) -> list[VerificationRecord]:
+    """Load the adapter (and the merged model) with transformers; each plays one greedy env step."""
+    from memora_rl.llm.registry import load_tokenizer
+    from memora_rl.policy.llm_policy import TransformersPolicy
+
+    tokenizer = load_tokenizer(str(export.path))
+    records = []
+    for merged in [False, True] if export.has_merged else [False]:
+        weights = "merged" if merged else "adapter"
+        try:
+            model = load_export_model(export, merged=merged)
+        except (OSError, ValueError, RuntimeError) as error:
+            raise ExportError(
+                f"transformers could not load the exported {weights} from {export.path}: {error}"
+            ) from error
+        generate = TransformersPolicy(model, tokenizer, max_new_tokens=64).generate
+        records.append(_step_record("transformers", weights, lambda m, i, g=generate: g(m), env_name, tokenizer))
+    _warn_if_texts_differ(records)
+    return records
+
+
+def _served_chat(base_url: str, model: str) -> Callable[[list[dict[str, str]], dict[str, Any]], str]:
+    """A blocking greedy chat call against a served model (or adapter) name."""
+    from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
+
+    def act(messages: list[dict[str, str]], info: dict[str, Any]) -> str:
+        policy = make_llm_policy(LLMPolicyConfig(backend="server", base_url=base_url, model=model))
+
+        async def once() -> str:
+            try:
+                return await policy.act(messages, info)
+            finally:
+                await policy.aclose()
+
+        return asyncio.run(once())
+
+    return act
+
+
+def _server(model: str, served_name: str, base_url: str | None, lora_rank: int) -> AbstractContextManager[Any]:
+    """The running server at `base_url`, or a float32 vLLM server started (and stopped) for the check."""
+    if base_url is not None:
+        from memora_rl.llm.server import attach
+
+        return nullcontext(attach(base_url))
+    from memora_rl.llm.server import ServerConfig, VLLMServer
+
+    rank = next(allowed for allowed in (8, 16, 32, 64, 128, 256) if allowed >= lora_rank)
+    return VLLMServer(ServerConfig(model=model, served_name=served_name, dtype="float32", max_lora_rank=rank))
+
+
+def verify_vllm(export: Export, env_name: str, base_url: str | None) -> list[VerificationRecord]:
+    """Serve the adapter with vLLM (`--enable-lora`, hot-loaded) and the merged model; each plays one env step.
+
+    Args:
+        export: The export to check.
+        env_name: Env to play the step in.
+        base_url: A running vLLM server with runtime LoRA that serves the same base model; None starts one.
+    """
+    from memora_rl.llm.registry import load_tokenizer
+    from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
+
+    tokenizer = load_tokenizer(str(export.path))
+    rank = int(export.manifest.adapter.get("r") or 8)
+    records = []
+    with _server(export.manifest.base_model, "export-base", base_url, rank) as server:
+        name = f"{ADAPTER_CHECK_NAME}-{export.manifest.export_id}"
+        load_lora_adapter(server.base_url, name, Path(export.adapter_dir).resolve(), inplace=True)
+        try:
+            records.append(_step_record("vllm", "adapter", _served_chat(server.base_url, name), env_name, tokenizer))
+        finally:
+            unload_lora_adapter(server.base_url, name)
+    if export.has_merged:
+        merged = str(export.merged_dir.resolve())
+        with _server(merged, "export-merged", None, rank) as server:
+            records.append(
+                _step_record("vllm", "merged", _served_chat(server.base_url, server.model), env_name, tokenizer)
+            )
+    _warn_if_texts_differ(records)
+    return records
+
+
+def _warn_if_texts_differ(records: list[VerificationRecord]) -> None:
+    """Log when two ways of loading the same weights wrote different greedy actions."""
+    texts = {record.action_text.strip() for record in records}
+    if len(texts) > 1:
+        logger.warning("Greedy actions differ across loads: %s", [(r.weights, r.action_text) for r in records])
+
+
+def verify_export(
+    export: Export, mode: VerifyMode, env_name: str | None = None, base_url: str | None = None
+) -> list[VerificationRecord]:
+    """Run the checks `mode` asks for (`vllm` runs the transformers check too)."""
+    if mode == "none":
+        return []
+    env = env_name or export.manifest.env or DEFAULT_VERIFY_ENV
+    records = verify_transformers(export, env)
+    if mode == "vllm":
+        records += verify_vllm(export, env, base_url)
+    return records

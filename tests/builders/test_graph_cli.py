@@ -1,0 +1,111 @@
+"""`memora-rl graph ...` end to end on a small synthetic set: build, stats, show, search, export, import, bad inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memora_rl.cli import app
+from memora_rl.errors import ConfigError, DataError, GraphError
+from memora_rl.memory import open_store
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    """Run the CLI in-process; MemoraErrors surface as `result.exception`."""
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory: pytest.TempPathFactory, synthetic_json: Path) -> Path:
+    """Both synthetic conversations built through `graph build`."""
+    path = tmp_path_factory.mktemp("cli") / "graphs.sqlite"
+    result = invoke("graph", "build", "--builder", "extractive", "--data", str(synthetic_json), "--out", str(path))
+    assert result.exit_code == 0, result.output
+    assert "built 2 graphs (0 skipped)" in result.output
+    return path
+
+
+def test_build_stats_show_search(store_path: Path, synthetic_json: Path) -> None:
+    graph_ids = [record["sample_id"] for record in json.loads(synthetic_json.read_text())]
+    stats = invoke("graph", "stats", str(store_path))
+    assert stats.exit_code == 0, stats.output
+    assert "integrity ok" in stats.output and all(graph_id in stats.output for graph_id in graph_ids)
+    shown = invoke("graph", "show", str(store_path), "--graph", graph_ids[0], "--limit", "3")
+    assert shown.exit_code == 0 and "e0" in shown.output
+    entry = invoke("graph", "show", str(store_path), "--graph", graph_ids[0], "--entry", "e0")
+    assert entry.exit_code == 0 and "sources: D" in entry.output and "anchors:" in entry.output
+    found = invoke("graph", "search", str(store_path), "--graph", graph_ids[0], "what is her job", "-k", "3")
+    assert found.exit_code == 0, found.output
+    with open_store(store_path) as store:
+        top = store.search(graph_ids[0], "what is her job", k=1)[0].entry_id
+    assert f" {top} " in found.output
+
+
+def test_rebuild_skips_built_conversations(store_path: Path, synthetic_json: Path) -> None:
+    graph_id = json.loads(synthetic_json.read_text())[0]["sample_id"]
+    result = invoke(
+        "graph", "build", "--data", str(synthetic_json), "--out", str(store_path), "--conversations", graph_id
+    )
+    assert result.exit_code == 0, result.output
+    assert "built 1 graphs (1 skipped)" in result.output
+
+
+def test_export_import_round_trip(store_path: Path, tmp_path: Path) -> None:
+    exported = tmp_path / "graphs.jsonl"
+    assert invoke("graph", "export", str(store_path), "--out", str(exported)).exit_code == 0
+    copy = tmp_path / "copy.sqlite"
+    result = invoke("graph", "import", str(exported), "--out", str(copy))
+    assert result.exit_code == 0, result.output
+    with open_store(store_path) as original, open_store(copy) as imported:
+        assert imported.graph_ids() == original.graph_ids()
+        for graph_id in original.graph_ids():
+            assert imported.stats(graph_id) == original.stats(graph_id)
+            assert [e.model_dump() for e in imported.entries(graph_id)] == [
+                e.model_dump() for e in original.entries(graph_id)
+            ]
+        assert imported.check_integrity().ok
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"type": "entry", "id": "e0"}\n')
+    result = invoke("graph", "import", str(broken), "--out", str(tmp_path / "never.sqlite"))
+    assert isinstance(result.exception, DataError) and "broken.jsonl:1" in str(result.exception)
+    assert not (tmp_path / "never.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        (["graph", "build", "--data", "{tmp}/missing.json", "--out", "{tmp}/s.sqlite"], DataError, "file not found"),
+        (["graph", "build", "--builder", "nope", "--data", "{data}", "--out", "{tmp}/s.sqlite"], ConfigError,
+         "Valid builders: "),
+        (["graph", "build", "--data", "{data}", "--out", "{tmp}/s.sqlite", "--conversations", "conv-x"], DataError,
+         "Unknown conversation ids"),
+        (["graph", "stats", "{tmp}/missing.sqlite"], GraphError, "does not exist"),
+        (["graph", "search", "{store}", "--graph", "conv-x", "hello"], GraphError, "is not in store"),
+        (["graph", "show", "{store}", "--graph", "conv-x"], GraphError, "is not in store"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_raise_one_clear_error(
+    args: list[str], error: type[Exception], message: str, tmp_path: Path, synthetic_json: Path, store_path: Path
+) -> None:
+    filled = [arg.format(tmp=tmp_path, data=synthetic_json, store=store_path) for arg in args]
+    result = invoke(*filled)
+    assert isinstance(result.exception, error), result.output
+    assert message in str(result.exception)
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_error_is_one_red_line_from_the_real_entry_point(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "memora_rl.cli", "graph", "stats", str(tmp_path / "missing.sqlite")]
+    env = {**os.environ, "COLUMNS": "1000"}  # rich wraps at 80 columns when not on a terminal
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert completed.returncode == 1
+    lines = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "error:" in lines[0] and "does not exist" in lines[0]
