@@ -5,6 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 PYTEST_ARGS ?=
+# torch threads that spin-wait starve each other on 2 shared cores (7x slower embedding).
+export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: setup test test-fast quickstart lint format clean
 

@@ -55,7 +55,11 @@ def run_one(builder_name: str, label: str, conversation: Any, full_turns: int, a
     from memora_rl.memory import open_store
 
     with tempfile.TemporaryDirectory() as folder:
-        overrides = [f"llm.cache_path={folder}/llm.sqlite", f"show_progress={str(args.progress).lower()}"]
+        overrides = [
+            f"llm.cache_path={folder}/llm.sqlite",
+            f"llm.timeout_s={args.timeout_s}",
+            f"show_progress={str(args.progress).lower()}",
+        ]
         request = BuilderRequest(llm_base_url=args.base_url, llm_model=args.model, overrides=overrides)
         builder = make_builder(builder_name, request)
         with open_store(Path(folder) / "graph.sqlite") as store:
@@ -137,6 +141,9 @@ def main() -> None:
     parser.add_argument("--synthetic-sessions", type=int, default=2, help="First K sessions of the synthetic one.")
     parser.add_argument("--out", type=Path, default=None, help="Write the rows as JSON here too.")
     parser.add_argument("--progress", action="store_true", help="Show rich progress bars per phase.")
+    parser.add_argument(
+        "--timeout-s", type=float, default=600.0, help="Per-request timeout (a loaded CPU server is slow)."
+    )
     args = parser.parse_args()
     rows = []
     for label, conversation, full_turns in datasets(args):

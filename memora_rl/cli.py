@@ -62,7 +62,7 @@ def run(entry: Callable[..., Any] = app) -> None:
     try:
         entry()
     except MemoraError as error:
-        console.print(f"[bold red]error:[/] {error}")
+        console.print(f"[bold red]error:[/] {error}", soft_wrap=True)
         sys.exit(1)
 
 

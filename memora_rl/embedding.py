@@ -109,7 +109,11 @@ class Embedder:
 
     def _encode_uncached(self, texts: Sequence[str]) -> np.ndarray:
         vectors = self._model.encode(
-            list(texts), batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -134,7 +138,12 @@ class Embedder:
         return self.encode([text])[0]
 
 
-@cache
 def get_embedder(model_name: str = DEFAULT_EMBEDDER) -> Embedder:
-    """A process-wide embedder per model name (loading costs about a second)."""
+    """A process-wide embedder per model (loading costs about a second); aliases share one instance."""
+    canonical = DEFAULT_EMBEDDER if model_name == f"sentence-transformers/{DEFAULT_EMBEDDER}" else model_name
+    return _embedder(canonical)
+
+
+@cache
+def _embedder(model_name: str) -> Embedder:
     return Embedder(model_name)

@@ -27,6 +27,16 @@ StoreArgument = Annotated[Path, typer.Argument(help="A graph store file written 
 GraphOption = Annotated[str, typer.Option("--graph", "-g", help="Graph id (one per conversation, e.g. conv-26).")]
 
 
+def _quiet_embedder() -> None:
+    """Prepare for embedding in a CLI command: passive OpenMP waits, no sentence-transformers tqdm bars.
+
+    Spinning OpenMP threads slow torch 5-10x when the 2 cores are shared (it must be set before
+    torch loads); sentence-transformers draws a tqdm bar per `encode` at INFO level, breaking ours.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
+
+
 def _existing_store(path: Path) -> SQLiteGraphStore:
     """Open a store that must already exist (read commands never create one)."""
     from memora_rl.memory import open_store
@@ -91,9 +101,7 @@ def build(
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="LLM builders: served model name.")] = None,
 ) -> None:
     """Build one graph per conversation into STORE; already built conversations are skipped."""
-    # Spinning OpenMP threads slow torch 5-10x when the 2 cores are shared; must be set before torch loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    logging.getLogger("sentence_transformers").setLevel(logging.WARNING)  # its tqdm bars would break ours
+    _quiet_embedder()
     from memora_rl.builders.registry import BuilderRequest, make_builder
     from memora_rl.data.load import load_corpus
     from memora_rl.memory import open_store
@@ -194,6 +202,7 @@ def search(
     k: Annotated[int, typer.Option("-k", help="Number of entries returned.", min=1)] = 5,
 ) -> None:
     """Fused (RRF) search over abstractions, values, anchors and BM25 of one graph."""
+    _quiet_embedder()
     with _existing_store(store_path) as store:
         _check_graph(store, graph_id)
         hits = store.search(graph_id, query, k=k)
@@ -229,6 +238,7 @@ def import_(
     out: Annotated[Path, typer.Option("--out", help="Store file to import into (created if missing).")],
 ) -> None:
     """Validate a JSONL export and load it into a store (texts are re-embedded)."""
+    _quiet_embedder()
     from memora_rl.memory import open_store
     from memora_rl.memory.jsonl import import_jsonl, read_jsonl
 

@@ -36,7 +36,14 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
 from memora_rl.builders.base import BuildReport, ProgressCallback
-from memora_rl.builders.keyphrases import candidate_phrases, find_names, mmr_select, normalise_token, words
+from memora_rl.builders.keyphrases import (
+    candidate_phrases,
+    content_words,
+    find_names,
+    mmr_select,
+    normalise_token,
+    words,
+)
 from memora_rl.builders.statements import (
     Statement,
     change_point_segments,
@@ -271,7 +278,10 @@ class ExtractiveBuilder:
         candidates: dict[str, list[tuple[EntryCandidate, np.ndarray, list[int]]]] = {}
         for statement, vector, statement_phrases in zip(statements, statement_vectors, phrases, strict=True):
             rows = [row_of[phrase] for phrase in statement_phrases]
-            aspects = self._keyphrases(vector, rows, vocabulary, phrase_vectors)
+            # no candidate phrase (only time words or numbers): the first content word is the aspect
+            aspects = (
+                self._keyphrases(vector, rows, vocabulary, phrase_vectors) or content_words(statement.text, names)[:1]
+            )
             candidate = self._candidate(statement, aspects, conversation.speakers)
             candidates.setdefault(statement.turn_id, []).append((candidate, vector, rows))
         plan: list[PlannedSegment] = []

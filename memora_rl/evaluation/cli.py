@@ -33,7 +33,7 @@ def evaluate(
     ] = "test",
     limit: Annotated[int | None, typer.Option("--limit", help="Evaluate only the first N tasks.")] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (default evals/<env>-<split>/<policy>).")
+        Path | None, typer.Option("--out", help="Output folder (default runs/eval/<env>-<split>/<policy>).")
     ] = None,
     base_url: Annotated[
         str | None,

@@ -47,7 +47,7 @@ class EvalConfig(StrictModel):
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first N tasks of the split (None: all)."""
     out: Path | None = None
-    """Output folder; None uses `evals/<env>-<split>/<policy name>`."""
+    """Output folder; None uses `runs/eval/<env>-<split>/<policy name>` (git-ignored)."""
     base_url: str | None = None
     """vLLM `/v1` URL for `prompted:` and export policies; None generates in-process with transformers."""
     answerer_base_url: str | None = None
@@ -69,7 +69,7 @@ class EvalConfig(StrictModel):
 
     def output_dir(self, spec: PolicySpec) -> Path:
         """The run folder for `spec`."""
-        return self.out or Path("evals") / f"{self.env}-{self.split}" / spec.name
+        return self.out or Path("runs") / "eval" / f"{self.env}-{self.split}" / spec.name
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,10 @@ def run_eval(config: EvalConfig) -> EvalRun:
     """
     spec = parse_policy_spec(config.policy)
     _check_split(config.env, config.split, config.env_overrides)
+    if spec.kind == "export":
+        from memora_rl.export.folder import load_export
+
+        load_export(Path(spec.target))  # a folder that is not an export fails before anything is written
     out = config.output_dir(spec)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / RECORDS_FILE

@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 GRAPH_BASELINES = ("semantic", "heuristic", "random")
 CONTEXT_BASELINES = {"rag": "rag", "full-context": "full_context", "full_context": "full_context"}
 PROMPTED_PREFIX = "prompted:"
+FALLBACK_TOKENIZER = "smollm2-135m-instruct"
 VALID_POLICIES = (*GRAPH_BASELINES, "rag", "full-context", "prompted:<model>", "<export folder>")
 
 PolicyKind = Literal["graph_baseline", "context_baseline", "prompted", "export"]
@@ -110,7 +111,6 @@ def make_graph_policy(
 
 def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any]:
     """A zero-shot LLM policy on a server (served name) or in-process (registry name or folder)."""
-    from memora_rl.llm.registry import load_tokenizer
     from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
 
     if base_url is None:
@@ -129,7 +129,19 @@ def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int
     config = LLMPolicyConfig(
         backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
     )
-    return make_llm_policy(config), load_tokenizer(str(match.get("root") or "smollm2-135m-instruct"))
+    return make_llm_policy(config), _served_tokenizer(str(match.get("root") or spec.target))
+
+
+def _served_tokenizer(root: str) -> Any:
+    """The served model's tokenizer (from the server's model root), else SmolLM2's with a warning."""
+    from memora_rl.errors import ModelError
+    from memora_rl.llm.registry import load_tokenizer
+
+    try:
+        return load_tokenizer(root)
+    except ModelError:
+        logger.warning("No tokenizer for %s here; counting prompt tokens with %s.", root, FALLBACK_TOKENIZER)
+        return load_tokenizer(FALLBACK_TOKENIZER)
 
 
 def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any]:

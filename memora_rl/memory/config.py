@@ -45,5 +45,7 @@ class StoreConfig(StrictModel):
     """The ANN path fetches oversample * k candidates, drops filtered ones and re-scores them exactly."""
     relaxed_anchor_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
     """Frontier default: also follow anchors whose cosine to a working-set anchor is at least this (None: off)."""
+    relaxed_anchors_per_anchor: int = Field(default=10, ge=1)
+    """With relaxed anchors on, each working-set anchor brings at most this many similar anchors."""
     frontier_max_per_anchor: int = Field(default=1000, ge=1)
     """Frontier reads at most this many entries per anchor, so a hub anchor cannot blow up the candidate set."""

@@ -17,10 +17,12 @@ def working_set_anchors(cache: GraphCache, working_rows: Iterable[int], relaxed_
         anchors |= cache.entry_anchors[row]
     if relaxed_threshold is None or not anchors or cache.anchors.live == 0:
         return anchors
-    own = cache.anchors.matrix[sorted(anchors)]  # (n_own, dim)
-    similarity = own @ cache.anchors.matrix.T  # (n_own, n_anchor_rows)
-    close = np.flatnonzero((similarity.max(axis=0) >= relaxed_threshold) & cache.anchors.alive)
-    return anchors | {int(row) for row in close}
+    relaxed: set[int] = set()
+    per_anchor = cache.config.relaxed_anchors_per_anchor
+    for anchor in anchors:  # nearest anchors of each own anchor (exact or ANN, like search)
+        rows, scores = cache.anchors.top_k(cache.anchors.matrix[anchor], per_anchor + 1)
+        relaxed |= {int(row) for row, score in zip(rows, scores, strict=True) if score >= relaxed_threshold}
+    return anchors | relaxed
 
 
 def frontier_items(
@@ -50,7 +52,8 @@ def frontier_items(
         return []
     rows = np.fromiter(reached.keys(), dtype=np.int64, count=len(reached))
     scores = np.maximum(cache.abstractions.matrix[rows] @ query, cache.values.matrix[rows] @ query)  # (n,)
-    order = sorted(range(len(rows)), key=lambda i: (-float(scores[i]), cache.entry_ids[rows[i]]))[:limit]
+    best = np.argpartition(-scores, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
+    order = sorted(best.tolist(), key=lambda i: (-float(scores[i]), cache.entry_ids[rows[i]]))
     anchor_list = sorted(anchors)
     anchor_scores = dict(zip(anchor_list, (cache.anchors.matrix[anchor_list] @ query).tolist(), strict=True))
     items = []

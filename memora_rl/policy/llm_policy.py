@@ -10,9 +10,9 @@ import asyncio
 import json
 import logging
 import threading
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 from memora_rl.config import StrictModel
 from memora_rl.errors import ConfigError, RolloutError, StructuredOutputError
@@ -63,14 +63,39 @@ class LLMPolicyConfig(StrictModel):
         return self
 
 
-class ActionReply(BaseModel):
-    """The JSON shape constrained decoding asks for: one object, each action's fields optional."""
+CONSTRAINED_MAX_IDS = 3
+"""Most ids the constrained expand schema allows (the env's default `max_ids_per_expand`); bounds the
+JSON so guided decoding cannot fill `max_new_tokens` with ids."""
+
+
+class _ConstrainedAction(BaseModel):
+    """Shared settings of the constrained shapes: no extra keys (so stop cannot carry ids)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["expand", "refine", "stop"]
-    ids: list[str] | None = None
-    query: str | None = None
+
+class _ConstrainedExpand(_ConstrainedAction):
+    """`{"action": "expand", "ids": [1 to 3 ids]}`."""
+
+    action: Literal["expand"]
+    ids: list[Annotated[str, Field(min_length=1, max_length=32)]] = Field(min_length=1, max_length=CONSTRAINED_MAX_IDS)
+
+
+class _ConstrainedRefine(_ConstrainedAction):
+    """`{"action": "refine", "query": "..."}` (at most 200 characters)."""
+
+    action: Literal["refine"]
+    query: str = Field(min_length=1, max_length=200)
+
+
+class _ConstrainedStop(_ConstrainedAction):
+    """`{"action": "stop"}`."""
+
+    action: Literal["stop"]
+
+
+class ActionReply(RootModel[_ConstrainedExpand | _ConstrainedRefine | _ConstrainedStop]):
+    """The JSON shapes constrained decoding allows: exactly the action grammar, with bounded lists."""
 
 
 class ServerLLMPolicy(Policy):
@@ -109,7 +134,7 @@ class ServerLLMPolicy(Policy):
             # The model's own text goes to the env, which records it as an invalid action.
             logger.warning("Constrained action did not validate; passing the raw reply on: %s", error)
             return error.raw_text
-        return json.dumps(reply.model_dump(exclude_none=True), ensure_ascii=False)
+        return json.dumps(reply.model_dump(), ensure_ascii=False)
 
     async def aclose(self) -> None:
         """Close the client's HTTP connections."""

@@ -119,6 +119,7 @@ def sample_record(step: int, episode: Episode) -> dict[str, Any]:
         "reward_components": episode.reward_components,
         "forced_stop": episode.forced_stop,
         "stop_reason": episode.final_info.get("stop_reason"),
+        "prompt_tokens": len(episode.prompt_ids),
         "completion_tokens": len(episode.completion_ids),
         "policy_tokens": sum(episode.env_mask),
     }

@@ -203,3 +203,8 @@ def test_registry_and_config_errors(tmp_path: Path) -> None:
     config_file.write_text("window_turns: 4\n")
     builder = make_builder("extractive", BuilderRequest(config_path=config_file))
     assert isinstance(builder, ExtractiveBuilder) and builder.config.window_turns == 4
+
+
+def test_shipped_yaml_matches_the_defaults() -> None:
+    path = Path(__file__).resolve().parents[2] / "configs" / "builders" / "extractive.yaml"
+    assert load_config(ExtractiveConfig, path) == ExtractiveConfig()

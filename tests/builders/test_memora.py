@@ -142,3 +142,19 @@ def test_later_sessions_extend_an_existing_graph(tmp_path: Path) -> None:
     assert first.episodes_added == second.episodes_added == 2
     assert store.episodes("c1")[:2] == episodes_before
     assert len(store.entries("c1")) == first.entries_created + second.entries_created
+
+
+def test_narrative_episodes_use_the_llm_text_or_keep_the_raw_segment(tmp_path: Path) -> None:
+    def responder(schema: str, messages: list[dict[str, str]]) -> str:
+        if schema == "NarrativeAnswer":
+            if any("Session 2" in message["content"] for message in messages):  # also its repair request
+                return "no JSON here"
+            assert "happened on 3 May 2023" in messages[0]["content"]  # the session date, to resolve relative dates
+            return as_answer({"title": "topics", "narrative": "On 3 May 2023 Alice and Bob listed topics."})
+        return default_answer(schema, messages)
+
+    report, store = build(tmp_path, ScriptedEndpoint(responder), small_conversation(), episode_text="narrative")
+    texts = [episode.text for episode in store.episodes("c1")]
+    assert texts[:2] == ["On 3 May 2023 Alice and Bob listed topics."] * 2
+    assert texts[2].startswith("Bob: Session 2 message 2") or texts[2].startswith("Alice: Session 2 message 1")
+    assert report.fallbacks == 2

@@ -16,7 +16,9 @@ from tests.builders.scripted_llm import small_synthetic
 @pytest.mark.vllm
 def test_memora_builds_a_consistent_graph_and_reruns_for_free(vllm_server, tmp_path: Path) -> None:
     conversation = small_synthetic()
-    llm = LLMConfig(base_url=vllm_server.base_url, model=vllm_server.model, cache_path=tmp_path / "llm.sqlite")
+    llm = LLMConfig(
+        base_url=vllm_server.base_url, model=vllm_server.model, cache_path=tmp_path / "llm.sqlite", timeout_s=600
+    )
     config = MemoraConfig(llm=llm, segment_max_tokens=120, extract_max_tokens=160, decide_max_tokens=80)
     with open_store(tmp_path / "graph.sqlite") as store:
         report = MemoraBuilder(config).build(conversation, store)

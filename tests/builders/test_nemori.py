@@ -63,8 +63,6 @@ def test_unusable_grouping_and_narrative_fall_back(tmp_path: Path) -> None:
 
 
 def test_contradiction_replaces_the_fact_and_keeps_history(tmp_path: Path) -> None:
-    facts = iter(["Alice works at Nova.", "Alice works at Orbit."])
-
     def responder(schema: str, messages: list[dict[str, str]]) -> str:
         if schema == "GroupAnswer":
             return as_answer({"episodes": [{"messages": [1, 2, 3, 4], "topic": "work"}]})
@@ -75,7 +73,6 @@ def test_contradiction_replaces_the_fact_and_keeps_history(tmp_path: Path) -> No
             return as_answer({"action": "replace", "target": 1, "merged_fact": ""})
         return default_answer(schema, messages)
 
-    del facts
     report, store = build(
         tmp_path, ScriptedEndpoint(responder), small_conversation(), buffer_messages=4, merge_window=0
     )

@@ -53,7 +53,9 @@ def greedy_text(model, tokenizer, messages=PROMPT, new_tokens: int = NEW_TOKENS)
 
     inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True, return_tensors="pt")
     with torch.inference_mode():
-        output = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+        output = model.generate(
+            **inputs, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.eos_token_id
+        )
     return tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
 
 

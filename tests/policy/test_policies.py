@@ -156,11 +156,17 @@ def test_transformers_policy_generates_with_the_tiny_model(tiny_model_dir):
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_server_policy_plays_episodes_against_vllm(vllm_server, store):
+@pytest.mark.parametrize("constrained", [False, True], ids=["free", "constrained"])
+def test_server_policy_plays_episodes_against_vllm(vllm_server, store, constrained):
     client = LLMClient(LLMConfig(base_url=vllm_server.base_url, model=vllm_server.model, cache=False))
-    results = play(store, ServerLLMPolicy(client, max_new_tokens=32), EnvConfig(max_steps=2, **SMALL), repeats=1)
+    policy = ServerLLMPolicy(client, max_new_tokens=48, constrained=constrained)
+    results = play(store, policy, EnvConfig(max_steps=2, **SMALL), repeats=1)
     assert len(results) == len(TASKS)
     assert all(1 <= len(r.trajectory.actions) <= 2 for r in results)  # valid or not, every turn is recorded
+    if constrained:  # guided decoding: every reply parses (the env may still reject ids outside the frontier)
+        assert all(
+            not isinstance(parse_action(a.text), ActionParseError) for r in results for a in r.trajectory.actions
+        )
 
 
 def conversation(turn_words: int = 60, turns_per_session: int = 10, sessions: int = 3) -> Conversation:

@@ -1,0 +1,48 @@
+"""Offline evaluation of an exported policy with the transformers backend (one question, one step)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memora_rl.evaluation.offline import EvalConfig, run_eval
+from memora_rl.evaluation.report import read_records
+
+
+def tiny_run_folder(root: Path, base_dir: Path) -> Path:
+    """A run folder with one random LoRA checkpoint, laid out like `memora_rl.training.run`."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from memora_rl.config import dump_config
+    from memora_rl.llm.registry import load_causal_lm
+    from memora_rl.training.config import TrainConfig
+
+    run_dir = root / "tiny"
+    run_dir.mkdir(parents=True)
+    dump_config(TrainConfig(run_name="tiny", env="synthetic"), run_dir / "config.yaml")
+    (run_dir / "data_split.json").write_text(json.dumps({"env": "synthetic", "split": "train", "task_ids": []}))
+    torch.manual_seed(0)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"])
+    get_peft_model(load_causal_lm(str(base_dir), dtype="float32"), config).save_pretrained(
+        str(run_dir / "checkpoint-1")
+    )
+    return run_dir
+
+
+@pytest.mark.slow
+def test_exported_policy_is_evaluated_with_transformers(tmp_path, tiny_model_dir):
+    from memora_rl.export.writer import ExportRequest, export_run
+
+    export = export_run(
+        ExportRequest(run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none")
+    )
+    out = tmp_path / "eval"
+    result = run_eval(
+        EvalConfig(env="synthetic", policy=str(export.path), limit=1, out=out, env_overrides=["env.max_steps=1"])
+    )
+    records = read_records(out)
+    assert result.policy == "export-export" and [r.policy for r in records] == ["export-export"]
+    assert records[0].steps == 1 and sum(records[0].action_counts.values()) == 1

@@ -1,0 +1,80 @@
+"""TrainConfig presets and checks; reward functions reproduce the judge's total from its components."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+
+from memora_rl.config import load_config
+from memora_rl.errors import ConfigError, RolloutError
+from memora_rl.judge.config import JudgeConfig
+from memora_rl.training.callbacks import metric_name
+from memora_rl.training.config import TrainConfig
+from memora_rl.training.rewards import ComponentReward, judge_weights, make_component_rewards
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+@pytest.mark.parametrize("name", ["quickstart", "locomo"])
+def test_presets_load(name):
+    config = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")
+    assert config.grpo.beta > 0 and config.grpo.num_generations == 4
+    assert config.output_dir == Path("checkpoints") / config.run_name
+
+
+def test_quickstart_is_the_cpu_preset_and_locomo_the_gpu_one():
+    quick = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml")
+    locomo = load_config(TrainConfig, CONFIGS / "grpo" / "locomo.yaml")
+    assert quick.model == "smollm2-135m-instruct" and quick.env == "synthetic" and quick.server.dtype == "float32"
+    assert locomo.lora.r == 16 and locomo.lora.alpha == 32 and locomo.device == "cuda"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("grpo.per_device_batch_size=6", "multiple of num_generations"),
+        ("grpo.beta=0", "greater than 0"),
+        ("run_name=../x", "plain folder name"),
+        ("grpo.max_new_tokens=999", "exceeds max_completion_tokens"),
+        ("backend=tensorrt", "backend"),
+        ("grpo.unknown=1", "Extra inputs"),
+    ],
+)
+def test_bad_configs_name_the_problem(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml", [override])
+
+
+def test_weighted_component_rewards_sum_to_the_judge_total():
+    weights = judge_weights(JudgeConfig())
+    funcs, reward_weights = make_component_rewards(weights)
+    components = [
+        {"correctness": 1.0, "redundancy": 0.5, "cost": 0.25, "format": 1.0, "total": 0.0},
+        {"correctness": 0.0, "redundancy": 0.0, "cost": 1.0, "format": 0.5, "total": 0.0},
+    ]
+    for row in components:
+        row.update({name: 0.0 for name in weights if name not in row})
+        row["total"] = sum(weights[name] * row[name] for name in weights)
+    values = [f(prompts=["p", "p"], completions=["c", "c"], reward_components=components) for f in funcs]
+    for index, row in enumerate(components):
+        weighted = sum(w * v[index] for w, v in zip(reward_weights, values, strict=True))
+        assert weighted == pytest.approx(row["total"])
+    assert [f.__name__ for f in funcs][-1] == "total" and reward_weights[-1] == 0.0
+    assert pickle.loads(pickle.dumps(funcs[0])).__name__ == funcs[0].__name__
+
+
+def test_missing_component_is_an_error_not_a_zero():
+    with pytest.raises(RolloutError, match="missing"):
+        ComponentReward("cost")(prompts=["p"], completions=["c"], reward_components=[{"format": 1.0}])
+
+
+def test_all_zero_weights_are_rejected():
+    with pytest.raises(ConfigError, match="non-zero"):
+        make_component_rewards({"correctness": 0.0})
+
+
+def test_metric_names_are_namespaced():
+    assert metric_name("rewards/format/std") == "reward/format_std"
+    assert metric_name("kl") == "train/kl"
