@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -52,6 +53,26 @@ def _register_subcommands() -> None:
     app.add_typer(graph_app, name="graph")
     app.add_typer(env_app, name="env")
     app.command("train")(train)
+    app.command("quickstart")(quickstart)
+
+
+def quickstart(
+    out: Annotated[Path, typer.Option(help="Folder for the export, eval runs and comparison.")] = Path(
+        "runs/quickstart"
+    ),
+    eval_limit: Annotated[int, typer.Option(help="Held-out test questions per evaluated policy.")] = 40,
+    train_config: Annotated[Path, typer.Option(help="GRPO config of the short run.")] = Path(
+        "configs/grpo/quickstart.yaml"
+    ),
+    override: Annotated[
+        list[str] | None, typer.Option("--set", help="Training override key=value (repeatable).")
+    ] = None,
+) -> None:
+    """Run the pipeline end to end: data -> graph -> GRPO -> export -> evaluation against baselines."""
+    from memora_rl.quickstart import QuickstartConfig, run_quickstart
+
+    config = QuickstartConfig(out=out, eval_limit=eval_limit, train_config=train_config, train_overrides=override or [])
+    run_quickstart(config, Console())
 
 
 _register_subcommands()
