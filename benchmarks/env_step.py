@@ -118,6 +118,7 @@ def run_size(size: int, episodes: int, dim: int, workdir: Path, seed: int) -> di
     path.unlink(missing_ok=True)
     store = SQLiteGraphStore(path)
     build_s = bulk_load(store, size, dim, np.random.default_rng(seed))
+    print(f"{size:,} entries loaded in {build_s:.1f} s", flush=True)
     tasks = make_tasks(episodes, size)
     env = RetrievalEnv(store, EnvConfig(budget=8.0, max_steps=6), tasks=tasks, judge=TrajectoryJudge())
     start = time.perf_counter()
@@ -179,9 +180,9 @@ def main() -> None:
     results = []
     for size in args.sizes:
         results.append(run_size(size, args.episodes, args.dim, workdir, args.seed))
-        stats = summarise([s for k, v in results[-1]["samples"].items() if k not in ("reset", "final") for s in v])
-        print(f"size {size:,} done: non-final p50 {stats['wall_p50']:.2f} ms", flush=True)
-    print_table(results)
+        print_table(results[-1:])  # each size as soon as it is done
+    if len(results) > 1:
+        print_table(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -152,6 +152,10 @@ def run_size(
         base, base_hits = timed(lambda q: baseline_search(data, q, 10, config.channel_depth, config.rrf_k),
                                   query_vectors)  # fmt: skip
     cache = store._cache("bench")
+    source_rows = [int(p) for p in picks]  # each query was made near this entry's abstraction
+    source_hit = np.mean([cache.entry_row.get(f"e{row}", -1) in {cache.entry_row[h.entry_id] for h in got}
+                          for row, got in zip(source_rows, hits, strict=True)])  # fmt: skip
+    base_source_hit = np.mean([row in want for row, want in zip(source_rows, base_hits, strict=True)])
     recall = np.mean([len({cache.entry_row[h.entry_id] for h in got} & set(want)) / 10
                       for got, want in zip(hits, base_hits, strict=True)])  # fmt: skip
     import torch
@@ -172,6 +176,7 @@ def run_size(
     result = {
         "size": size, "build_rate": data["build_rate"], "build_s": data["build_s"], "index_s": index_s,
         "ann": cache.abstractions.uses_ann, "search": search, "baseline": base, "recall": float(recall),
+        "source_hit": float(source_hit), "base_source_hit": float(base_source_hit),
         "search_embed": embed, "frontier": frontier, "baseline_frontier": base_frontier,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "db_mb": sum(p.stat().st_size for p in workdir.glob(f"bench_{size}.sqlite*")) / 2**20,
@@ -219,7 +224,8 @@ def print_table(results: list[dict]) -> None:
         console.print(
             f"{r['size']:,} entries: bulk build {r['build_rate']:,.0f} entries/s ({r['build_s']:.1f} s), "
             f"load + index {r['index_s']:.1f} s, path {'ANN' if r['ann'] else 'exact'}, "
-            f"recall@10 vs exact fused {r['recall']:.3f}, peak RSS {r['peak_rss_mb']:,.0f} MB, "
+            f"recall@10 vs exact fused {r['recall']:.3f}, source entry in top-10 {r['source_hit']:.3f} "
+            f"(numpy {r['base_source_hit']:.3f}), peak RSS {r['peak_rss_mb']:,.0f} MB, "
             f"file {r['db_mb']:,.0f} MB"
         )
 

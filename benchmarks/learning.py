@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from memora_rl.config import load_config
-from memora_rl.training import run
 from memora_rl.training.config import TrainConfig
 from memora_rl.training.generation import TransformersGenerator
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings, end_of_turn_ids
+from memora_rl.training.run import run
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO_ROOT / "configs" / "grpo" / "quickstart.yaml"

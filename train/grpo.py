@@ -1,6 +1,6 @@
 """GRPO training entry point: `accelerate launch train/grpo.py --config configs/grpo/quickstart.yaml [key=value ...]`.
 
-Parses the config and calls `memora_rl.training.run`; all logic lives in the library.
+Parses the config and calls `memora_rl.training.run.run`; all logic lives in the library.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from memora_rl.errors import MemoraError
-from memora_rl.training import run
 from memora_rl.training.cli import load_train_config
+from memora_rl.training.run import run
 
 
 def main(argv: list[str] | None = None) -> int:

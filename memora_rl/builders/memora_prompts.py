@@ -77,9 +77,9 @@ class MemoryItem(BaseModel):
 
 
 class ExtractAnswer(BaseModel):
-    """The memories found in one episode."""
+    """The memories found in one episode (at least one: small models otherwise answer an empty list)."""
 
-    memories: list[MemoryItem] = Field(max_length=6)
+    memories: list[MemoryItem] = Field(min_length=1, max_length=6)
 
 
 class DecideAnswer(BaseModel):

@@ -94,9 +94,9 @@ class FactItem(BaseModel):
 
 
 class DistillAnswer(BaseModel):
-    """The facts a prediction missed."""
+    """The facts a prediction missed (at least one: small models otherwise answer an empty list)."""
 
-    facts: list[FactItem] = Field(max_length=6)
+    facts: list[FactItem] = Field(min_length=1, max_length=6)
 
 
 class ReconcileAnswer(BaseModel):

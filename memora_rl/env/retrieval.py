@@ -99,7 +99,7 @@ class RetrievalEnv(gym.Env[str, str]):
     v0: initial version.
     """
 
-    metadata = {"render_modes": ["ansi"]}  # noqa: RUF012 (Gymnasium's class attribute)
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 (Gymnasium's class attribute)
 
     def __init__(
         self,

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 VerifyMode = Literal["transformers", "vllm", "none"]
 DEFAULT_VERIFY_ENV = "synthetic"
 ADAPTER_CHECK_NAME = "export-check"
+VERIFY_NEW_TOKENS = 48
+"""Token limit of the checked action (one JSON action is 10-30 tokens)."""
 
 
 def first_step_fixture(env_name: str, tokenizer: Any) -> tuple[Any, list[dict[str, str]], dict[str, Any]]:
@@ -82,7 +84,7 @@ def verify_transformers(export: Export, env_name: str) -> list[VerificationRecor
             raise ExportError(
                 f"transformers could not load the exported {weights} from {export.path}: {error}"
             ) from error
-        generate = TransformersPolicy(model, tokenizer, max_new_tokens=64).generate
+        generate = TransformersPolicy(model, tokenizer, max_new_tokens=VERIFY_NEW_TOKENS).generate
         records.append(_step_record("transformers", weights, lambda m, i, g=generate: g(m), env_name, tokenizer))
     _warn_if_texts_differ(records)
     return records
@@ -93,7 +95,9 @@ def _served_chat(base_url: str, model: str) -> Callable[[list[dict[str, str]], d
     from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
 
     def act(messages: list[dict[str, str]], info: dict[str, Any]) -> str:
-        policy = make_llm_policy(LLMPolicyConfig(backend="server", base_url=base_url, model=model))
+        policy = make_llm_policy(
+            LLMPolicyConfig(backend="server", base_url=base_url, model=model, max_new_tokens=VERIFY_NEW_TOKENS)
+        )
 
         async def once() -> str:
             try:

@@ -175,7 +175,7 @@ class VectorTable:
         return candidates[top], scores[top]
 
     def _ann_top_k(self, query: np.ndarray, k: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        wanted = min(k * self.config.ann_oversample, self.live)
+        wanted = min(k * self.config.ann_oversample, self.live)  # extra candidates: recall, filters, tombstones
         matches = self._ann.search(query, wanted)  # type: ignore[attr-defined]
         rows = np.asarray(matches.keys, dtype=np.int64)
         rows = rows[allowed[rows]]

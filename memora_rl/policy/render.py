@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Protocol
 
 from memora_rl.env.state import FrontierView, ObservationState
@@ -38,6 +38,12 @@ class Tokenizer(Protocol):
         ...
 
 
+@lru_cache(maxsize=16_384)
+def _cached_token_ids(tokenizer: Tokenizer, text: str) -> tuple[int, ...]:
+    """Token ids of a text, cached: working-set values are re-rendered at every step of an episode."""
+    return tuple(tokenizer.encode(text, add_special_tokens=False))
+
+
 class TokenMeter:
     """Counts and cuts text in tokens of one tokenizer (or the 4-characters-per-token estimate)."""
 
@@ -46,10 +52,13 @@ class TokenMeter:
         self._ids: dict[str, list[int]] = {}
 
     def _encode(self, text: str) -> list[int]:
-        """Token ids of `text`, memoised for this meter."""
+        """Token ids of `text`, memoised for this meter and (bounded) across renders."""
         ids = self._ids.get(text)
         if ids is None:
-            ids = list(self.tokenizer.encode(text, add_special_tokens=False))  # type: ignore[union-attr]
+            try:
+                ids = list(_cached_token_ids(self.tokenizer, text))
+            except TypeError:  # an unhashable tokenizer object: no cross-render cache
+                ids = list(self.tokenizer.encode(text, add_special_tokens=False))  # type: ignore[union-attr]
             self._ids[text] = ids
         return ids
 
@@ -133,7 +142,7 @@ def _compose(
 
 
 def _largest_fitting_cap(render: Callable[[int], str], meter: TokenMeter, limit: int, upper: int) -> int | None:
-    """Largest cap in [0, upper] whose rendering fits `limit` tokens (binary search), None if even 0 does not."""
+    """Largest cap in [0, upper] whose rendering fits `limit` tokens (exact binary search), None if 0 does not fit."""
     if meter.count(render(0)) > limit:
         return None
     low, high = 0, upper
@@ -144,6 +153,37 @@ def _largest_fitting_cap(render: Callable[[int], str], meter: TokenMeter, limit:
         else:
             high = middle - 1
     return low
+
+
+def _largest_part_cap(
+    render: Callable[[int], str], meter: TokenMeter, limit: int, part_tokens: Sequence[int]
+) -> int | None:
+    """Largest per-part token cap whose rendering fits `limit`, None if a cap of 0 does not fit.
+
+    The search runs on an additive estimate (the rendering at cap 0 plus each part's kept
+    tokens), so the text is tokenized a few times instead of once per probe; the result is
+    then checked exactly and lowered until it fits.
+    """
+    floor = meter.count(render(0))
+    if floor > limit:
+        return None
+    cut_floor = sum(1 for tokens in part_tokens if tokens > 0)  # each part is an ellipsis at cap 0
+
+    def estimate(cap: int) -> int:
+        return floor - cut_floor + sum(min(tokens, cap) + (tokens > cap) for tokens in part_tokens)
+
+    low, high = 0, max(part_tokens, default=0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if estimate(middle) <= limit else (low, middle - 1)
+    cap = low
+    while cap > 0:
+        over = meter.count(render(cap)) - limit
+        if over <= 0:
+            return cap
+        shortened = max(1, sum(1 for tokens in part_tokens if tokens > cap - 1))
+        cap = max(0, cap - max(1, math.ceil(over / shortened)))
+    return 0
 
 
 def render_observation(
@@ -168,8 +208,7 @@ def render_observation(
     def with_value_cap(cap: int) -> str:
         return _compose(state, abstractions, [meter.shorten(v, cap) for v in values], frontier, frontier_abstractions)
 
-    longest = max((meter.count(v) for v in values), default=0)
-    cap = _largest_fitting_cap(with_value_cap, meter, max_prompt_tokens, longest)
+    cap = _largest_part_cap(with_value_cap, meter, max_prompt_tokens, [meter.count(v) for v in values])
     if cap is not None:
         return with_value_cap(cap)
     values = [meter.shorten(v, 0) for v in values]
@@ -183,8 +222,8 @@ def render_observation(
             [meter.shorten(a, cap) for a in frontier_abstractions],
         )
 
-    longest = max((meter.count(a) for a in abstractions + frontier_abstractions), default=0)
-    cap = _largest_fitting_cap(with_abstraction_cap, meter, max_prompt_tokens, longest)
+    parts = [meter.count(a) for a in abstractions + frontier_abstractions]
+    cap = _largest_part_cap(with_abstraction_cap, meter, max_prompt_tokens, parts)
     if cap is not None:
         return with_abstraction_cap(cap)
     abstractions = [meter.shorten(a, 0) for a in abstractions]

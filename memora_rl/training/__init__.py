@@ -1,16 +1,5 @@
-"""GRPO glue: rollouts over the env, generation backends, reward functions, the trainer."""
+"""GRPO glue: rollouts over the env, generation backends, reward functions, the trainer.
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from memora_rl.training.config import TrainConfig
-    from memora_rl.training.run import RunResult
-
-
-def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
-    """Train as `config` says (see `memora_rl.training.run.run`); heavy imports happen on call."""
-    from memora_rl.training.run import run as run_training
-
-    return run_training(config, callbacks)
+Entry point: `from memora_rl.training.run import run; run(config)` (kept out of this
+`__init__` so that importing the package stays light and `training.run` stays the module).
+"""

@@ -19,7 +19,7 @@ def train(
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the run's latest checkpoint.")] = False,
 ) -> None:
     """Train the retrieval policy with GRPO (the same as `accelerate launch train/grpo.py`)."""
-    from memora_rl.training import run
+    from memora_rl.training.run import run
 
     result = run(load_train_config(config, overrides or [], resume))
     console.print(f"[green]done[/]: {result.final_step} steps; adapter at {result.adapter_dir}")

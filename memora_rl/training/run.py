@@ -157,7 +157,10 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
                 config.server.timeout_s,
                 config.server.max_concurrency,
             )
-            sync = AdapterSync(generator, server_url, config.output_dir / "adapters")
+            shared = config.server.url is not None  # names on a shared server carry the run name
+            sync = AdapterSync(
+                generator, server_url, config.output_dir / "adapters", config.run_name if shared else None
+            )
             trainer_callbacks.append(sync)
         else:
             generator = TransformersGenerator(model, tokenizer, stop_ids)

@@ -20,20 +20,23 @@ from memora_rl.training.generation import VLLMGenerator
 logger = logging.getLogger(__name__)
 
 
-def adapter_name(step: int) -> str:
-    """Served name of the adapter after `step` optimizer steps.
+def adapter_name(step: int, run_name: str | None = None) -> str:
+    """Served name of the adapter after `step` optimizer steps, prefixed by the run on a shared server.
 
-    >>> adapter_name(12)
-    'policy_v12'
+    >>> adapter_name(12), adapter_name(3, "quickstart")
+    ('policy_v12', 'quickstart-policy_v3')
     """
-    return f"policy_v{step}"
+    return f"policy_v{step}" if run_name is None else f"{run_name}-policy_v{step}"
 
 
 class AdapterSync(TrainerCallback):
     """Saves the adapter and hot-swaps it into the vLLM server; keeps the last two adapter folders."""
 
-    def __init__(self, generator: VLLMGenerator, server_url: str, adapters_dir: Path) -> None:
+    def __init__(
+        self, generator: VLLMGenerator, server_url: str, adapters_dir: Path, run_name: str | None = None
+    ) -> None:
         self.generator = generator
+        self.run_name = run_name
         self.server_url = server_url
         self.adapters_dir = adapters_dir
         self.loaded: str | None = None
@@ -50,7 +53,7 @@ class AdapterSync(TrainerCallback):
         from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
 
         started = time.perf_counter()
-        name = adapter_name(step)
+        name = adapter_name(step, self.run_name)
         folder = self.adapters_dir / name
         if is_main:
             model.save_pretrained(str(folder))
