@@ -11,7 +11,8 @@ from typing import Literal
 
 from memora_rl.config import apply_overrides
 from memora_rl.data.records import Corpus, Task
-from memora_rl.env.retrieval import Judge, QueryEmbedder, RetrievalEnv
+from memora_rl.env.deps import Judge, QueryEmbedder
+from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.env.sources import data_fingerprint, load_corpus
 from memora_rl.env.spec import EnvSpec
 from memora_rl.errors import ConfigError

@@ -6,13 +6,13 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
+from memora_rl.env.deps import Judge, QueryEmbedder, open_existing_store
 from memora_rl.env.info import FrontierInfo, StepInfo
 from memora_rl.env.spaces import UnicodeText
 from memora_rl.env.state import FrontierView, ObservationState
@@ -28,31 +28,6 @@ logger = logging.getLogger(__name__)
 MAX_ACTION_CHARS = 8_192
 """Length bound of the action space (characters of one policy turn)."""
 _EPSILON = 1e-9
-
-
-class QueryEmbedder(Protocol):
-    """Turns a query into the unit vector the store searches with (see `memora_rl.embedding.Embedder`)."""
-
-    def encode_one(self, text: str) -> np.ndarray:
-        """Unit vector of `text`, shape (dim,)."""
-        ...
-
-
-class Judge(Protocol):
-    """Scores a finished trajectory (see `memora_rl.judge.TrajectoryJudge`)."""
-
-    def score(self, trajectory: Trajectory) -> Any:
-        """A result with `total: float` and `components: dict[str, float]`."""
-        ...
-
-
-def _open_store(path: str | Path) -> GraphStore:
-    """Open the SQLite store at `path` (it must exist: the env never builds graphs)."""
-    from memora_rl.memory import open_store
-
-    if not Path(path).is_file():
-        raise GraphError(f"Graph store {path} does not exist; build it first (memora-rl builders build).")
-    return open_store(path)
 
 
 class RetrievalEnv(gym.Env[str, str]):
@@ -114,7 +89,7 @@ class RetrievalEnv(gym.Env[str, str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or 'ansi'.")
         self._owns_store = isinstance(store, str | Path)
-        self.store: GraphStore = _open_store(store) if isinstance(store, str | Path) else store
+        self.store: GraphStore = open_existing_store(store) if isinstance(store, str | Path) else store
         self.config = config or EnvConfig()
         self.tasks = list(tasks)
         self.tokenizer = tokenizer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def load_corpus(source: DataSource) -> Corpus:
 
 def data_fingerprint(source: DataSource) -> str:
     """A short hash of the source: the file's bytes, or the synthetic options."""
-    digest = hashlib.sha256(source.model_dump_json().encode("utf-8"))
+    described = json.dumps(source.model_dump(mode="json"), sort_keys=True)  # key order must not matter
+    digest = hashlib.sha256(described.encode("utf-8"))
     path = resolve_data_path(source)
     if path is not None:
         with path.open("rb") as handle:

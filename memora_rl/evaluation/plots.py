@@ -41,7 +41,15 @@ def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path)
         tokens = np.array([r.context_tokens for r in records], dtype=float)
         recall = np.array([r.evidence_recall for r in records], dtype=float)
         points = axes.scatter(tokens, recall, s=8, alpha=0.25)
-        axes.scatter([tokens.mean()], [recall.mean()], s=90, marker="D", color=points.get_facecolor()[0], label=name)
+        axes.scatter(
+            [tokens.mean()],
+            [recall.mean()],
+            s=90,
+            marker="D",
+            color=points.get_facecolor()[0][:3],
+            edgecolors="black",
+            label=name,
+        )
     axes.set_xlabel("context tokens")
     axes.set_ylabel("evidence recall")
     axes.set_title("evidence recall vs context tokens (diamond = mean)")

@@ -1,0 +1,77 @@
+"""Env registry pieces that need no graph build: spec overrides, data paths, cache paths, conversation filters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memora_rl.data.records import Corpus
+from memora_rl.env.registry import graph_cache_path, resolve_env_spec, select_conversations
+from memora_rl.env.sources import LOCOMO_ENV_VAR, resolve_data_path
+from memora_rl.env.spec import LocomoSource, LongMemEvalSource, SplitSpec
+from memora_rl.errors import ConfigError, DataError
+
+
+def test_overrides_reach_any_spec_field() -> None:
+    spec = resolve_env_spec("synthetic", ["env.budget=3", "env.judge.cost_weight=0", "data.options.seed=7"])
+    assert (spec.env.budget, spec.env.judge.cost_weight, spec.data.options["seed"]) == (3.0, 0.0, 7)
+    assert resolve_env_spec("synthetic").env.budget == 6.0  # the registered spec is untouched
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [("env.budget=-1", "budget"), ("env.bogus=1", "bogus"), ("split.train=0.9", "sum to 1"), ("nonsense", "no '='")],
+)
+def test_bad_overrides_name_the_problem(override: str, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        resolve_env_spec("synthetic", [override])
+
+
+def test_budget_below_every_action_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="cheapest action"):
+        resolve_env_spec("synthetic", ["env.budget=0.5"])
+
+
+def test_missing_locomo_file_says_how_to_fix(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(LOCOMO_ENV_VAR, str(tmp_path / "absent.json"))
+    with pytest.raises(DataError, match=LOCOMO_ENV_VAR):
+        resolve_data_path(LocomoSource())
+    present = tmp_path / "locomo.json"
+    present.write_text("[]")
+    monkeypatch.setenv(LOCOMO_ENV_VAR, str(present))
+    assert resolve_data_path(LocomoSource()) == present
+    assert resolve_data_path(LocomoSource(path=str(present))) == present
+
+
+def test_longmemeval_without_a_file_says_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMORA_RL_LONGMEMEVAL", raising=False)
+    with pytest.raises(DataError, match="MEMORA_RL_LONGMEMEVAL"):
+        resolve_data_path(LongMemEvalSource())
+
+
+def test_graph_cache_path_is_stable_and_tracks_the_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("MEMORA_RL_HOME", str(tmp_path))
+    spec = resolve_env_spec("synthetic")
+    path = graph_cache_path(spec)
+    assert path.parent == tmp_path / "graphs" and path.name.startswith("synthetic-") and path.suffix == ".sqlite"
+    assert graph_cache_path(resolve_env_spec("synthetic")) == path
+    assert graph_cache_path(resolve_env_spec("synthetic", ["data.options.seed=1"])) != path
+    assert graph_cache_path(resolve_env_spec("synthetic", ["env.budget=3"])) == path  # budget is not the graph
+
+
+def test_select_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memora_rl.data.synthetic import generate_corpus
+
+    corpus: Corpus = generate_corpus(conversations=2, sessions_per_conversation=3, turns_per_session=4)
+    first = corpus.conversations[0].id
+    chosen = select_conversations(resolve_env_spec("synthetic", [f"conversations=[{first}]"]), corpus)
+    assert [c.id for c in chosen.conversations] == [first]
+    assert chosen.tasks and {t.conversation_id for t in chosen.tasks} == {first}
+    with pytest.raises(ConfigError, match="Valid ids"):
+        select_conversations(resolve_env_spec("synthetic", ["conversations=[nope]"]), corpus)
+
+
+def test_split_shares_must_sum_to_one() -> None:
+    with pytest.raises(ConfigError, match="sum to 1"):
+        SplitSpec(train=0.5, validation=0.1, test=0.1)
