@@ -52,6 +52,9 @@ def evaluate(
     transformers: Annotated[
         bool, typer.Option("--transformers", help="Generate in-process even if a server URL is set.")
     ] = False,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Discard records already in --out instead of resuming.")
+    ] = False,
     override: Annotated[
         list[str] | None, typer.Option("--set", help="Env spec override key=value, e.g. env.budget=4 (repeatable).")
     ] = None,
@@ -79,6 +82,7 @@ def evaluate(
         judge_model=judge_model,
         concurrency=concurrency,
         seed=seed,
+        restart=restart,
         env_overrides=list(override or []),
     )
     result = run_eval(config)

@@ -28,6 +28,8 @@ from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_result
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOKENIZER = "smollm2-135m-instruct"
+RUN_FILE = "run.json"
+"""What run an output folder holds (policy, env, split, overrides, export id): resuming checks it."""
 PLOT_FILES = {
     "category": "category_evidence_recall.png",
     "recall_tokens": "recall_vs_context_tokens.png",
@@ -64,6 +66,8 @@ class EvalConfig(StrictModel):
     """Token limit of one LLM action."""
     tokenizer: str = DEFAULT_TOKENIZER
     """Tokenizer that counts context tokens for baselines (LLM policies use their own)."""
+    restart: bool = False
+    """Discard the records already in the output folder instead of resuming from them."""
     env_overrides: list[str] = Field(default_factory=list)
     """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`)."""
 
@@ -94,6 +98,25 @@ def _check_split(env_name: str, split: str, overrides: list[str]) -> None:
             f"validation={spec.split.validation}, test={spec.split.test}); evaluate an env with held-out tasks "
             "or pass --split validation."
         )
+
+
+def _claim_folder(out: Path, identity: dict[str, Any], restart: bool) -> None:
+    """Record what run the folder holds (`run.json`); resuming a folder of another run is an error."""
+    import json
+
+    path = out / RUN_FILE
+    if restart:
+        (out / RECORDS_FILE).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+    if path.is_file():
+        previous = json.loads(path.read_text())
+        if previous != identity:
+            changed = sorted(key for key in identity if previous.get(key) != identity[key])
+            raise EvalError(
+                f"{out} holds an eval run with other settings ({', '.join(changed)} differ); pass --restart to "
+                "discard it, or another --out."
+            )
+    path.write_text(json.dumps(identity, indent=1, sort_keys=True))
 
 
 def _recorded(records_path: Path, policy: str) -> list[QuestionRecord]:
@@ -206,12 +229,15 @@ def run_eval(config: EvalConfig) -> EvalRun:
     """
     spec = parse_policy_spec(config.policy)
     _check_split(config.env, config.split, config.env_overrides)
+    identity: dict[str, Any] = {"policy": spec.name, "env": config.env, "split": config.split}
+    identity["env_overrides"] = list(config.env_overrides)
     if spec.kind == "export":
         from memora_rl.export.folder import load_export
 
-        load_export(Path(spec.target))  # a folder that is not an export fails before anything is written
+        identity["export_id"] = load_export(Path(spec.target)).manifest.export_id  # fails before anything is written
     out = config.output_dir(spec)
     out.mkdir(parents=True, exist_ok=True)
+    _claim_folder(out, identity, config.restart)
     records_path = out / RECORDS_FILE
     done = {record.task_id for record in _recorded(records_path, spec.name)}
     if done:

@@ -132,7 +132,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     require_valid(config)
     device = resolve_device(config)
     checkpoint = _prepare_run_dir(config)
-    model, tokenizer = build_policy(config, device)
+    base_model, tokenizer, lora = build_policy(config, device)
     env, tasks, env_factory = _load_env(config, tokenizer)
     _write_split(config, [task.id for task in tasks])
     dataset, task_by_prompt = tasks_dataset(tasks)
@@ -163,14 +163,16 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
             )
             trainer_callbacks.append(sync)
         else:
-            generator = TransformersGenerator(model, tokenizer, stop_ids)
+            generator = TransformersGenerator(base_model, tokenizer, stop_ids)  # re-pointed at the peft model below
         trainer_callbacks.append(MetricsWriter(config.output_dir / "metrics.jsonl", player, sync))
         recorder = BatchRecorder(config.output_dir, config.logging.samples_per_step, config.logging.sample_every)
         rollout = GRPORollout(player, generator, task_by_prompt, env_factory, on_batch=recorder)
         args = build_grpo_config(config, reward_weights, device)
         trainer = build_trainer(
-            model, tokenizer, args, dataset, reward_funcs, rollout, trainer_callbacks + list(callbacks or [])
+            base_model, lora, tokenizer, args, dataset, reward_funcs, rollout, trainer_callbacks + list(callbacks or [])
         )
+        if isinstance(generator, TransformersGenerator):
+            generator.model = trainer.model  # sample from the policy being trained
         logger.info("training %s on %d tasks (%s backend, %s)", config.run_name, len(tasks), config.backend, device)
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     adapter_dir = config.output_dir / "final"

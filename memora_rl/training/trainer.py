@@ -13,7 +13,7 @@ from memora_rl.training.config import TrainConfig
 
 if TYPE_CHECKING:
     from datasets import Dataset
-    from peft import PeftModel
+    from peft import LoraConfig
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -56,10 +56,14 @@ def tasks_dataset(tasks: list[Task]) -> tuple[Dataset, dict[str, Task]]:
     return Dataset.from_list(rows), table
 
 
-def build_policy(config: TrainConfig, device: str) -> tuple[PeftModel, Any]:
-    """Load the base model (fp32 on CPU, bf16 on GPU) and wrap it in a fresh LoRA adapter."""
-    import torch
-    from peft import LoraConfig, get_peft_model
+def build_policy(config: TrainConfig, device: str) -> tuple[Any, Any, LoraConfig]:
+    """Load the base model (fp32 on CPU, bf16 on GPU), its tokenizer, and the LoRA config TRL wraps it with.
+
+    The trainer (not us) applies the adapter: a model handed over already wrapped in peft is
+    treated by TRL as a pretrained adapter, which gets a frozen "ref" copy, and HF's resume
+    then restores only that copy, not the trained adapter.
+    """
+    from peft import LoraConfig
 
     from memora_rl.llm.registry import load_causal_lm, load_tokenizer
 
@@ -67,7 +71,6 @@ def build_policy(config: TrainConfig, device: str) -> tuple[PeftModel, Any]:
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     base = load_causal_lm(config.model, dtype="float32" if device == "cpu" else "bfloat16")
-    torch.manual_seed(config.seed)
     lora = LoraConfig(
         r=config.lora.r,
         lora_alpha=config.lora.alpha,
@@ -75,8 +78,7 @@ def build_policy(config: TrainConfig, device: str) -> tuple[PeftModel, Any]:
         target_modules=list(config.lora.target_modules),
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(base, lora)
-    return model, tokenizer
+    return base, tokenizer, lora
 
 
 def wandb_report_to(config: TrainConfig) -> list[str]:
@@ -139,7 +141,8 @@ def build_grpo_config(config: TrainConfig, reward_weights: list[float], device: 
 
 
 def build_trainer(
-    model: PeftModel,
+    model: Any,
+    lora: LoraConfig,
     tokenizer: Any,
     args: GRPOConfig,
     dataset: Dataset,
@@ -147,9 +150,12 @@ def build_trainer(
     rollout_func: Any,
     callbacks: list[TrainerCallback],
 ) -> GRPOTrainer:
-    """The `GRPOTrainer` over our rollout (KL reference = the same model with the adapter disabled)."""
+    """The `GRPOTrainer` over our rollout; TRL wraps `model` with `lora` (KL reference = adapter disabled)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from transformers import set_seed
     from trl import GRPOTrainer
+
+    set_seed(args.seed)  # TRL initialises the LoRA weights before the Trainer seeds itself
 
     return GRPOTrainer(
         model=model,
@@ -157,6 +163,7 @@ def build_trainer(
         args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
+        peft_config=lora,
         rollout_func=rollout_func,
         callbacks=callbacks,
     )

@@ -51,6 +51,9 @@ def test_heuristic_resumes_after_a_kill_and_compares_with_semantic(semantic_run,
     assert sorted(r.task_id for r in records) == sorted(json.loads(line)["task_id"] for line in lines)
     assert all(json.loads(line) for line in (out / RECORDS_FILE).read_text().splitlines())  # no torn line kept
 
+    assert run_eval(config.model_copy(update={"restart": True})).resumed == 0
+    assert len(read_records(out)) == LIMIT
+
     table, target = compare_eval_dirs([semantic_run, out], tmp_path / "compare")
     assert "| semantic |" in table and "| heuristic |" in table
     assert "heuristic minus semantic" in table and "| evidence_recall |" in table
@@ -59,7 +62,7 @@ def test_heuristic_resumes_after_a_kill_and_compares_with_semantic(semantic_run,
 
 
 def test_out_folder_of_another_policy_is_refused(semantic_run):
-    with pytest.raises(EvalError, match="holds records of policy semantic"):
+    with pytest.raises(EvalError, match=r"other settings \(policy differ\)"):
         run_eval(EvalConfig(env="synthetic", policy="heuristic", limit=LIMIT, out=semantic_run))
 
 

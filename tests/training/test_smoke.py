@@ -100,7 +100,11 @@ def test_resume_reaches_the_same_step_with_the_same_data_order(transformers_run,
     result = run(config.model_copy(update={"resume": True}))
     assert result.final_step == 2
     assert data_order(result.run_dir) == data_order(transformers_run.run_dir)
-    assert [r["step"] for r in read_jsonl(result.metrics_path)] == [1, 2]
+    resumed, straight = read_jsonl(result.metrics_path), read_jsonl(transformers_run.metrics_path)
+    assert [r["step"] for r in resumed] == [1, 2]
+    # step 1 moved the adapter away from the reference; a resume that lost it would show KL == 0 again
+    assert straight[0]["train/grad_norm"] > 0 and straight[1]["train/kl"] > 0
+    assert resumed[1]["train/kl"] > 0
 
 
 @pytest.mark.slow
