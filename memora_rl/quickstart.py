@@ -83,6 +83,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
                     limit=config.eval_limit,
                     out=config.out / "eval" / name,
                     base_url=server.base_url,
+                    restart=True,
                 )
             )
             run_dirs.append(evaluated.out)
