@@ -27,8 +27,8 @@ class StrictModel(BaseModel):
 def parse_override(override: str) -> tuple[list[str], Any]:
     """Split `a.b.c=value` into (["a", "b", "c"], value), the value parsed as YAML.
 
-    >>> parse_override("train.lr=1e-4")
-    (['train', 'lr'], 0.0001)
+    >>> parse_override("grpo.max_steps=5")
+    (['grpo', 'max_steps'], 5)
     """
     if "=" not in override:
         raise ConfigError(f"Override {override!r} has no '='. Write overrides as key=value, e.g. train.max_steps=5.")

@@ -35,7 +35,16 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from memora_rl.builders.base import BuildReport, ProgressCallback
+from memora_rl.builders.base import (
+    BuildReport,
+    LazyEmbedder,
+    ProgressCallback,
+    episode_from_turns,
+    new_report,
+    raw_text,
+    stored_statements,
+    upsert_counted,
+)
 from memora_rl.builders.keyphrases import (
     candidate_phrases,
     content_words,
@@ -53,7 +62,7 @@ from memora_rl.builders.statements import (
 )
 from memora_rl.config import StrictModel
 from memora_rl.data.records import Conversation, Turn
-from memora_rl.embedding import DEFAULT_EMBEDDER, Embedder, get_embedder
+from memora_rl.embedding import DEFAULT_EMBEDDER, Embedder
 from memora_rl.memory.deciders import always_create, same_speaker_merge
 from memora_rl.memory.records import EntryCandidate, Episode, MemoryEntry
 from memora_rl.memory.store import Decider, GraphStore, MergeDecision
@@ -189,7 +198,7 @@ def anchor_texts(speaker: str, aspects: Sequence[str], names: Sequence[str], max
     return list(dict.fromkeys(anchors))[:max_anchors]
 
 
-class ExtractiveBuilder:
+class ExtractiveBuilder(LazyEmbedder):
     """Deterministic, LLM-free builder; see the module docstring for every rule."""
 
     name = "extractive"
@@ -198,13 +207,6 @@ class ExtractiveBuilder:
         self.config = config or ExtractiveConfig()
         self._embedder = embedder
         self.decider = make_decider(self.config)
-
-    @property
-    def embedder(self) -> Embedder:
-        """The embedder, loaded on first use."""
-        if self._embedder is None:
-            self._embedder = get_embedder(self.config.embedder)
-        return self._embedder
 
     def build(
         self,
@@ -218,17 +220,7 @@ class ExtractiveBuilder:
         graph_id = graph_id or conversation.id
         done_statements, done_episodes, covered_turns = _stored_progress(store, graph_id)
         turns = sum(len(session.turns) for session in conversation.sessions)
-        report = BuildReport(
-            graph_id=graph_id,
-            conversation_id=conversation.id,
-            skipped=False,
-            turns=turns,
-            statements=0,
-            entries_created=0,
-            entries_merged=0,
-            episodes_added=0,
-            seconds=0.0,
-        )
+        report = new_report(BuildReport, conversation, graph_id, turns)
         statements = self.statements(conversation)
         report.statements = len(statements)
         if conversation.turn_ids() <= covered_turns and all((s.turn_id, s.text) in done_statements for s in statements):
@@ -246,9 +238,7 @@ class ExtractiveBuilder:
                 store.add_episode(segment.episode)
                 report.episodes_added += 1
             for candidate in todo:
-                result = store.upsert_entry(graph_id, candidate, self.decider)
-                report.entries_created += int(result.created)
-                report.entries_merged += int(not result.created)
+                upsert_counted(store, graph_id, candidate, self.decider, report)
             done_turns += segment.turns
             if progress is not None:
                 progress(done_turns, turns)
@@ -298,7 +288,7 @@ class ExtractiveBuilder:
                     vocabulary,
                     phrase_vectors,
                 )
-                episode = _episode(graph_id, episode_id, turns, title)
+                episode = episode_from_turns(graph_id, episode_id, turns, raw_text(turns), title)
                 plan.append(PlannedSegment(episode=episode, candidates=[c for c, _, _ in parts], turns=len(turns)))
         return plan
 
@@ -360,20 +350,6 @@ class ExtractiveBuilder:
         self.embedder.encode(sorted(texts))
 
 
-def _episode(graph_id: str, episode_id: str, turns: Sequence[Turn], title: str) -> Episode:
-    """An episode covering `turns`: their text as "Speaker: text" lines, ids and time span."""
-    times = [turn.time for turn in turns if turn.time is not None]
-    return Episode(
-        id=episode_id,
-        graph_id=graph_id,
-        text="\n".join(f"{turn.speaker}: {turn.text}" for turn in turns),
-        title=title,
-        source_turn_ids=[turn.id for turn in turns],
-        start_time=min(times) if times else None,
-        end_time=max(times) if times else None,
-    )
-
-
 def _stored_progress(store: GraphStore, graph_id: str) -> tuple[set[tuple[str, str]], set[str], set[str]]:
     """What a graph already holds: (turn id, value) pairs, episode ids, turn ids covered by episodes.
 
@@ -382,11 +358,6 @@ def _stored_progress(store: GraphStore, graph_id: str) -> tuple[set[tuple[str, s
     """
     if graph_id not in store.graph_ids():
         return set(), set(), set()
-    done: set[tuple[str, str]] = set()
-    for entry in store.entries(graph_id):
-        done.update((turn_id, entry.value) for turn_id in entry.source_turn_ids)
-        for version in entry.history:
-            done.update((turn_id, version.value) for turn_id in version.source_turn_ids)
     episodes = store.episodes(graph_id)
     covered = {turn_id for episode in episodes for turn_id in episode.source_turn_ids}
-    return done, {episode.id for episode in episodes}, covered
+    return stored_statements(store, graph_id), {episode.id for episode in episodes}, covered

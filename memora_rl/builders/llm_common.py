@@ -1,5 +1,7 @@
 """Plumbing shared by the LLM builders: rendering messages, asking for JSON safely, resuming, reports.
 
+`BatchedLLMBuilder` is the resumable batch-by-batch `build` both LLM builders run.
+
 `StructuredAsker` wraps `LLMClient.chat_json` so that a builder never stops on a bad answer:
 it returns None after the client's repair retry failed, and remembers that failure in the
 client's response cache (under a key of its own) so a re-run does not ask again. Successful
@@ -11,22 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from memora_rl.builders.base import BuildReport
+from memora_rl.builders.base import (
+    BuildReport,
+    ProgressCallback,
+    covered_turn_ids,
+    new_report,
+    stored_statements,
+    upsert_counted,
+)
 from memora_rl.builders.registry import BuilderRequest
-from memora_rl.config import load_config
+from memora_rl.config import StrictModel, load_config
 from memora_rl.data.records import Conversation, Turn
 from memora_rl.errors import ConfigError, StructuredOutputError
 from memora_rl.llm.client import LLMClient, LLMConfig, Message
 from memora_rl.llm.response_cache import CachedAnswer, request_key
 from memora_rl.memory.records import EntryCandidate, Episode
-from memora_rl.memory.store import GraphStore
+from memora_rl.memory.store import Decider, GraphStore
 
 logger = logging.getLogger(__name__)
 
@@ -86,44 +97,6 @@ def batches(turns: Sequence[Turn], size: int) -> list[list[Turn]]:
 def session_batches(conversation: Conversation, size: int) -> list[list[Turn]]:
     """Each session cut into consecutive batches of at most `size` turns, in session order."""
     return [batch for session in conversation.sessions for batch in batches(session.turns, size)]
-
-
-def episode_from_turns(graph_id: str, episode_id: str, turns: Sequence[Turn], text: str, title: str) -> Episode:
-    """An episode over `turns`: their ids and time span, with the given text and title."""
-    times = [turn.time for turn in turns if turn.time is not None]
-    return Episode(
-        id=episode_id,
-        graph_id=graph_id,
-        text=text,
-        title=title,
-        source_turn_ids=[turn.id for turn in turns],
-        start_time=min(times) if times else None,
-        end_time=max(times) if times else None,
-    )
-
-
-def raw_text(turns: Sequence[Turn]) -> str:
-    """The turns as "Speaker: text" lines (the raw episodic memory)."""
-    return "\n".join(f"{turn.speaker}: {turn.text}" for turn in turns)
-
-
-def covered_turn_ids(store: GraphStore, graph_id: str) -> set[str]:
-    """Turn ids already covered by an episode of the graph (what a resumed build may skip)."""
-    if graph_id not in store.graph_ids():
-        return set()
-    return {turn_id for episode in store.episodes(graph_id) for turn_id in episode.source_turn_ids}
-
-
-def stored_statements(store: GraphStore, graph_id: str) -> set[tuple[str, str]]:
-    """(first source turn id, value) of every stored value, current or historical."""
-    if graph_id not in store.graph_ids():
-        return set()
-    done: set[tuple[str, str]] = set()
-    for entry in store.entries(graph_id):
-        done.update((turn_id, entry.value) for turn_id in entry.source_turn_ids)
-        for version in entry.history:
-            done.update((turn_id, version.value) for turn_id in version.source_turn_ids)
-    return done
 
 
 def already_stored(candidate: EntryCandidate, done: set[tuple[str, str]]) -> bool:
@@ -273,3 +246,105 @@ def usage_delta(before: dict[str, dict[str, float]], after: dict[str, dict[str, 
         if any(diff.values()):
             delta[phase] = diff
     return delta
+
+
+class LLMBuilderConfig(StrictModel):
+    """The settings every LLM builder config starts with (subclasses add their own)."""
+
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    """The OpenAI-compatible endpoint and sampling settings (temperature 0 keeps builds reproducible)."""
+    repetition_penalty: float | None = Field(default=1.15, gt=0.0)
+    """vLLM sampling parameter added to every request: small models otherwise loop on whitespace inside
+    guided JSON until max_tokens. None sends nothing (for endpoints that reject the field, e.g. OpenAI)."""
+
+
+@dataclass
+class BatchSink:
+    """Where one batch is written and counted: the graph and store, what is already stored, report and bars."""
+
+    graph_id: str
+    store: GraphStore
+    done: set[tuple[str, str]]
+    """(source turn id, value) of the values already stored: candidates a resumed build skips."""
+    report: LLMBuildReport
+    bars: PhaseProgress
+
+    def upsert(self, candidate: EntryCandidate, decider: Decider, phase: str) -> None:
+        """Create-or-update `candidate` (unless already stored), count it and advance the bar `phase`."""
+        if already_stored(candidate, self.done):
+            return
+        upsert_counted(self.store, self.graph_id, candidate, decider, self.report)
+        self.bars.advance(phase)
+
+    def add_episodes(self, episodes: Sequence[Episode]) -> None:
+        """Write the batch's episodes (last: a batch is done exactly when its turns are covered)."""
+        for episode in episodes:
+            self.store.add_episode(episode)
+            self.report.episodes_added += 1
+
+
+class BatchedLLMBuilder:
+    """Base of the LLM builders: a resumable `build` that writes a conversation batch by batch.
+
+    A batch is done exactly when its turns are covered by stored episodes, so a re-run skips
+    it; subclasses cut the conversation (`_batches`) and write one batch (`_write_batch`).
+    """
+
+    client: LLMClient
+    asker: StructuredAsker
+    config: LLMBuilderConfig
+    """The builder's config; it must have a `show_progress` flag."""
+
+    def __init__(self, config: LLMBuilderConfig, client: LLMClient | None) -> None:
+        self.config = config
+        self.client = client or LLMClient(client_config(config.llm, config.repetition_penalty))
+        self.asker = StructuredAsker(self.client)
+
+    def build(
+        self,
+        conversation: Conversation,
+        store: GraphStore,
+        graph_id: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> LLMBuildReport:
+        """Build (or resume, or extend with new sessions) the graph of `conversation`."""
+        started = time.perf_counter()
+        graph_id = graph_id or conversation.id
+        usage_before, fallbacks_before = self.client.usage.as_dict(), self.asker.fallbacks
+        all_batches = self._batches(conversation)
+        covered = covered_turn_ids(store, graph_id)
+        report = new_report(LLMBuildReport, conversation, graph_id, sum(len(batch) for batch in all_batches))
+        if all(turn.id in covered for batch in all_batches for turn in batch):
+            logger.info("graph %s already covers conversation %s; skipped", graph_id, conversation.id)
+            report.skipped = True
+        else:
+            done = stored_statements(store, graph_id)
+            with PhaseProgress(self.config.show_progress) as bars:  # type: ignore[attr-defined]
+                done_turns = 0
+                for batch in all_batches:
+                    if not all(turn.id in covered for turn in batch):
+                        self._write_batch(batch, BatchSink(graph_id, store, done, report, bars))
+                    done_turns += len(batch)
+                    bars.advance(f"conversation {conversation.id}", len(batch), total=report.turns)
+                    if progress is not None:
+                        progress(done_turns, report.turns)
+        self._count_llm_usage(report, usage_before, fallbacks_before)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _count_llm_usage(
+        self, report: LLMBuildReport, usage_before: dict[str, dict[str, float]], fallbacks_before: int
+    ) -> None:
+        """Fill the report's LLM counters with what the client and asker did since the given counts."""
+        report.usage = usage_delta(usage_before, self.client.usage.as_dict())
+        report.llm_calls = int(sum(phase["calls"] for phase in report.usage.values()))
+        report.http_requests = int(sum(phase["http_requests"] for phase in report.usage.values()))
+        report.fallbacks = self.asker.fallbacks - fallbacks_before
+
+    def _batches(self, conversation: Conversation) -> list[list[Turn]]:
+        """The conversation cut into the batches written one at a time, in order."""
+        raise NotImplementedError
+
+    def _write_batch(self, batch: list[Turn], sink: BatchSink) -> None:
+        """Write one batch through `sink`: its entries (create-or-update), then its episodes."""
+        raise NotImplementedError

@@ -23,28 +23,22 @@ For each batch of at most `batch_messages` consecutive turns of a session:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import Field
 
-from memora_rl.builders.base import ProgressCallback
+from memora_rl.builders.base import episode_from_turns, raw_text
 from memora_rl.builders.llm_common import (
+    BatchedLLMBuilder,
+    BatchSink,
+    LLMBuilderConfig,
     LLMBuildReport,
-    PhaseProgress,
     StructuredAsker,
-    already_stored,
-    client_config,
-    covered_turn_ids,
-    episode_from_turns,
     format_day,
     normalise_anchor,
-    raw_text,
     render_messages,
     session_batches,
-    stored_statements,
-    usage_delta,
 )
 from memora_rl.builders.memora_prompts import (
     DecideAnswer,
@@ -58,23 +52,17 @@ from memora_rl.builders.memora_prompts import (
     segment_messages,
 )
 from memora_rl.builders.segmentation import clean_groups, clean_message_refs, contiguous_groups
-from memora_rl.config import StrictModel
 from memora_rl.data.records import Conversation, Turn
-from memora_rl.llm.client import LLMClient, LLMConfig
+from memora_rl.llm.client import LLMClient
 from memora_rl.memory.records import EntryCandidate, Episode, MemoryEntry
-from memora_rl.memory.store import GraphStore, MergeDecision
+from memora_rl.memory.store import MergeDecision
 
 logger = logging.getLogger(__name__)
 
 
-class MemoraConfig(StrictModel):
+class MemoraConfig(LLMBuilderConfig):
     """Every default of the Memora builder (YAML: configs/builders/memora.yaml)."""
 
-    llm: LLMConfig = Field(default_factory=LLMConfig)
-    """The OpenAI-compatible endpoint and sampling settings (temperature 0 keeps builds reproducible)."""
-    repetition_penalty: float | None = Field(default=1.15, gt=0.0)
-    """vLLM sampling parameter added to every request: small models otherwise loop on whitespace inside
-    guided JSON until max_tokens. None sends nothing (for endpoints that reject the field, e.g. OpenAI)."""
     batch_messages: int = Field(default=20, ge=1, le=60)
     """Consecutive turns of one session segmented per LLM call."""
     episode_text: Literal["raw", "narrative"] = "raw"
@@ -150,77 +138,33 @@ def memory_candidates(items: Sequence[MemoryItem], turns: Sequence[Turn], episod
     return candidates
 
 
-class MemoraBuilder:
+class MemoraBuilder(BatchedLLMBuilder):
     """LLM builder following the Memora pipeline; see the module docstring for every step."""
 
     name = "memora"
+    config: MemoraConfig
 
     def __init__(self, config: MemoraConfig | None = None, client: LLMClient | None = None) -> None:
-        self.config = config or MemoraConfig()
-        self.client = client or LLMClient(client_config(self.config.llm, self.config.repetition_penalty))
-        self.asker = StructuredAsker(self.client)
+        super().__init__(config or MemoraConfig(), client)
         self.decider = LLMDecider(self.asker, self.config.decide_max_tokens)
 
-    def build(
-        self,
-        conversation: Conversation,
-        store: GraphStore,
-        graph_id: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> LLMBuildReport:
-        """Build (or resume, or extend with new sessions) the graph of `conversation`."""
-        started = time.perf_counter()
-        graph_id = graph_id or conversation.id
-        usage_before, fallbacks_before = self.client.usage.as_dict(), self.asker.fallbacks
-        all_batches = session_batches(conversation, self.config.batch_messages)
-        covered = covered_turn_ids(store, graph_id)
-        report = LLMBuildReport(
-            graph_id=graph_id, conversation_id=conversation.id, skipped=False,
-            turns=sum(len(batch) for batch in all_batches), statements=0,
-            entries_created=0, entries_merged=0, episodes_added=0, seconds=0.0,
-        )  # fmt: skip
-        if all(turn.id in covered for batch in all_batches for turn in batch):
-            logger.info("graph %s already covers conversation %s; skipped", graph_id, conversation.id)
-            report.skipped = True
-        else:
-            done = stored_statements(store, graph_id)
-            with PhaseProgress(self.config.show_progress) as bars:
-                done_turns = 0
-                for batch in all_batches:
-                    if not all(turn.id in covered for turn in batch):
-                        self._build_batch(batch, graph_id, store, done, report, bars)
-                    done_turns += len(batch)
-                    bars.advance(f"conversation {conversation.id}", len(batch), total=report.turns)
-                    if progress is not None:
-                        progress(done_turns, report.turns)
-        report.usage = usage_delta(usage_before, self.client.usage.as_dict())
-        report.llm_calls = int(sum(phase["calls"] for phase in report.usage.values()))
-        report.http_requests = int(sum(phase["http_requests"] for phase in report.usage.values()))
-        report.fallbacks = self.asker.fallbacks - fallbacks_before
-        report.seconds = time.perf_counter() - started
-        return report
+    def _batches(self, conversation: Conversation) -> list[list[Turn]]:
+        """Each session cut into batches of at most `batch_messages` turns."""
+        return session_batches(conversation, self.config.batch_messages)
 
-    def _build_batch(
-        self,
-        batch: list[Turn],
-        graph_id: str,
-        store: GraphStore,
-        done: set[tuple[str, str]],
-        report: LLMBuildReport,
-        bars: PhaseProgress,
-    ) -> None:
+    def _write_batch(self, batch: list[Turn], sink: BatchSink) -> None:
         """Segment one batch, write its entries through create-or-update, then its episodes."""
-        segments = self._segment(batch, report)
-        bars.advance("memora/segment")
+        segments = self._segment(batch, sink.report)
+        sink.bars.advance("memora/segment")
         day = format_day(batch[0].time)
         episodes = [
-            episode_from_turns(graph_id, f"ep-{batch[0].id}-{number}", turns, raw_text(turns), topic)
+            episode_from_turns(sink.graph_id, f"ep-{batch[0].id}-{number}", turns, raw_text(turns), topic)
             for number, (turns, topic) in enumerate(segments, start=1)
         ]
         segments_turns = [turns for turns, _ in segments]
         if self.config.episode_text == "narrative":
             episodes = self._narrate(episodes, segments_turns, day)
-            bars.advance("memora/narrative", len(episodes))
+            sink.bars.advance("memora/narrative", len(episodes))
         answers = self.asker.gather(
             [
                 self.asker.ask(
@@ -232,20 +176,13 @@ class MemoraBuilder:
                 for turns in segments_turns
             ]
         )
-        bars.advance("memora/extract", len(segments))
+        sink.bars.advance("memora/extract", len(segments))
         for episode, turns, answer in zip(episodes, segments_turns, answers, strict=True):
             candidates = memory_candidates(answer.memories if answer else [], turns, episode.id)
-            report.statements += len(candidates)
+            sink.report.statements += len(candidates)
             for candidate in candidates:
-                if already_stored(candidate, done):
-                    continue
-                result = store.upsert_entry(graph_id, candidate, self.decider)
-                report.entries_created += int(result.created)
-                report.entries_merged += int(not result.created)
-                bars.advance("memora/upsert")
-        for episode in episodes:
-            store.add_episode(episode)
-            report.episodes_added += 1
+                sink.upsert(candidate, self.decider, "memora/upsert")
+        sink.add_episodes(episodes)
 
     def _segment(self, batch: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
         """The batch's episodes as (consecutive run of turns, topic); one run when the answer is unusable."""

@@ -29,28 +29,22 @@ which is also their cue anchor, so the env and evaluation run on NEMORI graphs u
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 
 import numpy as np
 from pydantic import Field
 
-from memora_rl.builders.base import ProgressCallback
+from memora_rl.builders.base import LazyEmbedder, episode_from_turns, raw_text
 from memora_rl.builders.llm_common import (
+    BatchedLLMBuilder,
+    BatchSink,
+    LLMBuilderConfig,
     LLMBuildReport,
-    PhaseProgress,
     StructuredAsker,
-    already_stored,
     batches,
-    client_config,
-    covered_turn_ids,
-    episode_from_turns,
     format_day,
     normalise_anchor,
-    raw_text,
     render_messages,
-    stored_statements,
-    usage_delta,
 )
 from memora_rl.builders.nemori_prompts import (
     ContinueAnswer,
@@ -66,25 +60,19 @@ from memora_rl.builders.nemori_prompts import (
     reconcile_messages,
 )
 from memora_rl.builders.segmentation import clean_groups, clean_message_refs
-from memora_rl.config import StrictModel
 from memora_rl.data.records import Conversation, Turn
-from memora_rl.embedding import DEFAULT_EMBEDDER, Embedder, get_embedder
+from memora_rl.embedding import DEFAULT_EMBEDDER, Embedder
 from memora_rl.errors import GraphError
-from memora_rl.llm.client import LLMClient, LLMConfig
+from memora_rl.llm.client import LLMClient
 from memora_rl.memory.records import EntryCandidate, Episode, MemoryEntry
 from memora_rl.memory.store import GraphStore, MergeDecision
 
 logger = logging.getLogger(__name__)
 
 
-class NemoriConfig(StrictModel):
+class NemoriConfig(LLMBuilderConfig):
     """Every default of the NEMORI builder (YAML: configs/builders/nemori.yaml)."""
 
-    llm: LLMConfig = Field(default_factory=LLMConfig)
-    """The OpenAI-compatible endpoint and sampling settings (temperature 0 keeps builds reproducible)."""
-    repetition_penalty: float | None = Field(default=1.15, gt=0.0)
-    """vLLM sampling parameter added to every request: small models otherwise loop on whitespace inside
-    guided JSON until max_tokens. None sends nothing (for endpoints that reject the field, e.g. OpenAI)."""
     buffer_messages: int = Field(default=20, ge=1, le=60)
     """Messages buffered before they are grouped into episodes (the last partial buffer is flushed)."""
     max_message_chars: int = Field(default=300, ge=20)
@@ -177,94 +165,39 @@ def merge_episodes(earlier: Episode, later: Episode, narrative: str) -> Episode:
     )
 
 
-class NemoriBuilder:
+class NemoriBuilder(LazyEmbedder, BatchedLLMBuilder):
     """LLM builder following the NEMORI pipeline; see the module docstring for every step."""
 
     name = "nemori"
+    config: NemoriConfig
 
     def __init__(
         self, config: NemoriConfig | None = None, client: LLMClient | None = None, embedder: Embedder | None = None
     ) -> None:
-        self.config = config or NemoriConfig()
-        self.client = client or LLMClient(client_config(self.config.llm, self.config.repetition_penalty))
-        self.asker = StructuredAsker(self.client)
+        super().__init__(config or NemoriConfig(), client)
         self.decider = ReconcileDecider(self.asker, self.config.reconcile_max_tokens)
         self._embedder = embedder
 
-    @property
-    def embedder(self) -> Embedder:
-        """The embedder, loaded on first use."""
-        if self._embedder is None:
-            self._embedder = get_embedder(self.config.embedder)
-        return self._embedder
+    def _batches(self, conversation: Conversation) -> list[list[Turn]]:
+        """The conversation's turns cut into buffers of at most `buffer_messages`."""
+        return batches(list(conversation.turns()), self.config.buffer_messages)
 
-    def build(
-        self,
-        conversation: Conversation,
-        store: GraphStore,
-        graph_id: str | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> LLMBuildReport:
-        """Build (or resume, or extend with new sessions) the graph of `conversation`."""
-        started = time.perf_counter()
-        graph_id = graph_id or conversation.id
-        usage_before, fallbacks_before = self.client.usage.as_dict(), self.asker.fallbacks
-        buffers = batches(list(conversation.turns()), self.config.buffer_messages)
-        covered = covered_turn_ids(store, graph_id)
-        report = LLMBuildReport(
-            graph_id=graph_id, conversation_id=conversation.id, skipped=False,
-            turns=sum(len(buffer) for buffer in buffers), statements=0,
-            entries_created=0, entries_merged=0, episodes_added=0, seconds=0.0,
-        )  # fmt: skip
-        report.skipped = all(turn.id in covered for buffer in buffers for turn in buffer)
-        if not report.skipped:
-            done = stored_statements(store, graph_id)
-            with PhaseProgress(self.config.show_progress) as bars:
-                done_turns = 0
-                for buffer in buffers:
-                    if not all(turn.id in covered for turn in buffer):
-                        self._process_buffer(buffer, graph_id, store, done, report, bars)
-                    done_turns += len(buffer)
-                    bars.advance(f"conversation {conversation.id}", len(buffer), total=report.turns)
-                    if progress is not None:
-                        progress(done_turns, report.turns)
-        report.usage = usage_delta(usage_before, self.client.usage.as_dict())
-        report.llm_calls = int(sum(phase["calls"] for phase in report.usage.values()))
-        report.http_requests = int(sum(phase["http_requests"] for phase in report.usage.values()))
-        report.fallbacks = self.asker.fallbacks - fallbacks_before
-        report.seconds = time.perf_counter() - started
-        return report
-
-    def _process_buffer(
-        self,
-        buffer: list[Turn],
-        graph_id: str,
-        store: GraphStore,
-        done: set[tuple[str, str]],
-        report: LLMBuildReport,
-        bars: PhaseProgress,
-    ) -> None:
+    def _write_batch(self, buffer: list[Turn], sink: BatchSink) -> None:
         """Group, narrate, merge continuations, distil and reconcile facts, then write the episodes."""
-        groups = self._group(buffer, report)
-        bars.advance("nemori/group")
+        graph_id, store = sink.graph_id, sink.store
+        groups = self._group(buffer, sink.report)
+        sink.bars.advance("nemori/group")
         episodes = self._narrate(graph_id, buffer[0].id, groups)
-        bars.advance("nemori/episode", len(episodes))
+        sink.bars.advance("nemori/episode", len(episodes))
         candidates = self._distill(graph_id, store, episodes, groups)
-        bars.advance("nemori/distill", len(episodes))
+        sink.bars.advance("nemori/distill", len(episodes))
         final = self._merge_continuations(graph_id, store, episodes, {turn.id for turn in buffer})
         owner = {episode.id: target.id for target, members in final for episode in members}
         for candidate in candidates:
             candidate.episode_ids = [owner.get(episode_id, episode_id) for episode_id in candidate.episode_ids]
-            report.statements += 1
-            if already_stored(candidate, done):
-                continue
-            result = store.upsert_entry(graph_id, candidate, self.decider)
-            report.entries_created += int(result.created)
-            report.entries_merged += int(not result.created)
-            bars.advance("nemori/reconcile")
-        for target, _ in final:
-            store.add_episode(target)
-            report.episodes_added += 1
+            sink.report.statements += 1
+            sink.upsert(candidate, self.decider, "nemori/reconcile")
+        sink.add_episodes([target for target, _ in final])
 
     def _group(self, buffer: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
         """The buffer's episodes as (turns in order, topic); one group when the answer is unusable."""

@@ -159,7 +159,7 @@ def make_env(
     from memora_rl.memory import open_store
 
     path = Path(store_path) if store_path is not None else graph_cache_path(spec)
-    store = open_store(path)
+    store = open_store(path, config=spec.store)
     build_graphs(spec, corpus, store)
     tasks = split_tasks(spec, corpus, split)
     env = RetrievalEnv(store, spec.env, tasks=tasks, tokenizer=tokenizer, judge=judge, embedder=embedder)

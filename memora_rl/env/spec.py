@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from memora_rl.config import StrictModel
 from memora_rl.env.config import EnvConfig
 from memora_rl.errors import ConfigError
+from memora_rl.memory.config import StoreConfig
 
 
 class LocomoSource(StrictModel):
@@ -83,6 +84,8 @@ class EnvSpec(StrictModel):
     """Task split."""
     env: EnvConfig = Field(default_factory=EnvConfig)
     """Budget, costs and limits of the MDP (and the judge's weights)."""
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    """Search and frontier settings of the graph store (e.g. relaxed anchors); they do not change the build."""
     conversations: list[str] | None = None
     """Conversation ids to keep (graphs built and tasks drawn only for these); None keeps all."""
     include_excluded: bool = False

@@ -20,6 +20,7 @@ import httpx
 
 from memora_rl.data.records import Conversation, Session, Turn
 from memora_rl.llm.client import LLMClient, LLMConfig
+from memora_rl.memory.store import GraphStore
 
 Responder = Callable[[str, list[dict[str, str]]], str]
 """(schema name or "text", messages) -> the answer text."""
@@ -88,6 +89,11 @@ def scripted_client(endpoint: ScriptedEndpoint, cache_path: Path) -> LLMClient:
     """A real `LLMClient` (cache at `cache_path`, no retries) whose HTTP goes to `endpoint`."""
     config = LLMConfig(base_url="http://scripted/v1", model="scripted", max_retries=0, cache_path=cache_path)
     return LLMClient(config, transport=httpx.MockTransport(endpoint))
+
+
+def covered(store: GraphStore, graph_id: str) -> list[str]:
+    """Every turn id covered by an episode (with repeats, to catch double coverage)."""
+    return [turn for episode in store.episodes(graph_id) for turn in episode.source_turn_ids]
 
 
 def small_conversation(sessions: int = 2, turns_per_session: int = 4, conversation_id: str = "c1") -> Conversation:

@@ -15,6 +15,7 @@ from memora_rl.memory.records import MemoryEntry
 from tests.builders.scripted_llm import (
     ScriptedEndpoint,
     as_answer,
+    covered,
     default_answer,
     numbered_lines,
     scripted_client,
@@ -28,11 +29,6 @@ def build(tmp_path: Path, endpoint: ScriptedEndpoint, conversation: Conversation
     builder = MemoraBuilder(MemoraConfig(**cfg), client=client)
     store = open_store(tmp_path / store_name)
     return builder.build(conversation, store), store
-
-
-def covered(store, graph_id: str) -> list[str]:
-    """Every turn id covered by an episode (with repeats, to catch double coverage)."""
-    return [turn for episode in store.episodes(graph_id) for turn in episode.source_turn_ids]
 
 
 def test_build_covers_every_message_and_keeps_turn_ids(tmp_path: Path) -> None:

@@ -12,7 +12,14 @@ from memora_rl.data.records import Conversation
 from memora_rl.errors import LLMError
 from memora_rl.memory import open_store
 from memora_rl.memory.records import EntryCandidate, MemoryEntry
-from tests.builders.scripted_llm import ScriptedEndpoint, as_answer, default_answer, scripted_client, small_conversation
+from tests.builders.scripted_llm import (
+    ScriptedEndpoint,
+    as_answer,
+    covered,
+    default_answer,
+    scripted_client,
+    small_conversation,
+)
 
 
 def build(tmp_path: Path, endpoint: ScriptedEndpoint, conversation: Conversation, store_name: str = "g.sqlite", **cfg):
@@ -21,11 +28,6 @@ def build(tmp_path: Path, endpoint: ScriptedEndpoint, conversation: Conversation
     builder = NemoriBuilder(NemoriConfig(**cfg), client=client)
     store = open_store(tmp_path / store_name)
     return builder.build(conversation, store), store
-
-
-def covered(store, graph_id: str) -> list[str]:
-    """Every turn id covered by an episode (with repeats, to catch double coverage)."""
-    return [turn for episode in store.episodes(graph_id) for turn in episode.source_turn_ids]
 
 
 def test_buffer_flush_and_interleaved_groups_cover_every_message(tmp_path: Path) -> None:

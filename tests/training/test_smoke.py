@@ -47,18 +47,29 @@ def data_order(run_dir: Path) -> dict[int, list[str]]:
     return {record["step"]: record["task_ids"] for record in read_jsonl(run_dir / "data_order.jsonl")}
 
 
-def check_trained(result) -> None:
-    """Two logged steps with a finite loss and every judge component, and LoRA B moved off zero."""
+def check_trained(result, seeded: bool = True) -> None:
+    """Two logged steps with a finite loss and every judge component, and LoRA B moved off zero.
+
+    An unseeded sampler (the vLLM server) can give a group of G identical rewards, hence no
+    advantage and no gradient at all; then only steps whose groups had reward variance must
+    have a gradient, and the adapter must have moved exactly when some step had one.
+    """
     from safetensors.torch import load_file
 
     records = read_jsonl(result.metrics_path)
     assert [r["step"] for r in records] == [1, 2]
     assert all(math.isfinite(r["train/loss"]) for r in records)
-    assert any(r["train/grad_norm"] > 0 for r in records)  # some group had reward variance
     assert all({"reward/correctness", "reward/format", "reward/cost", "reward/total"} <= set(r) for r in records)
+    for record in records:
+        if record["train/frac_reward_zero_std"] < 1.0:
+            assert record["train/grad_norm"] > 0, record
+    learned = any(r["train/grad_norm"] > 0 for r in records)
+    if seeded:
+        assert learned  # the seeded in-process sampler gives this run reward variance
     weights = load_file(str(result.adapter_dir / "adapter_model.safetensors"))
     lora_b = [tensor for name, tensor in weights.items() if "lora_B" in name]
-    assert lora_b and any(tensor.abs().max().item() > 0 for tensor in lora_b)  # B starts at exactly 0
+    assert lora_b
+    assert any(tensor.abs().max().item() > 0 for tensor in lora_b) == learned  # B starts at exactly 0
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +127,7 @@ def test_vllm_backend_trains_two_steps_with_adapter_hot_swap(tmp_path, vllm_serv
     url = vllm_server.base_url
     result = run(tiny_config(tmp_path, "backend=vllm", f"server.url={url}", "run_name=vl"))
     assert result.final_step == 2
-    check_trained(result)
+    check_trained(result, seeded=False)
     assert all(r["time/adapter_sync_mean_s"] < 10 for r in read_jsonl(result.metrics_path))
     served = [m["id"] for m in list_served_models(url)]
     assert not any(name.startswith("vl-policy_v") for name in served)  # every adapter of the run was unloaded
