@@ -10,9 +10,20 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from memora_rl.evaluation.metrics import OVERALL
 from memora_rl.evaluation.records import QuestionRecord
+
+
+def _save(figure: Figure, axes: Axes, path: Path) -> Path:
+    """Add the legend, write the PNG and free the figure (pyplot keeps every open figure alive)."""
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
 
 
 def plot_category_bars(runs: dict[str, dict[str, dict]], metric: str, path: Path) -> Path:
@@ -27,11 +38,7 @@ def plot_category_bars(runs: dict[str, dict[str, dict]], metric: str, path: Path
     axes.set_xticks(positions + width * (len(runs) - 1) / 2, categories, rotation=20)
     axes.set_ylabel(metric.replace("_", " "))
     axes.set_title(f"{metric.replace('_', ' ')} per category")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(figure, axes, path)
 
 
 def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
@@ -53,11 +60,7 @@ def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path)
     axes.set_xlabel("context tokens")
     axes.set_ylabel("evidence recall")
     axes.set_title("evidence recall vs context tokens (diamond = mean)")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(figure, axes, path)
 
 
 def plot_latency_cdf(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
@@ -71,8 +74,4 @@ def plot_latency_cdf(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> P
     axes.set_xlabel("end-to-end latency per question (ms)")
     axes.set_ylabel("share of questions")
     axes.set_title("latency CDF")
-    axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return _save(figure, axes, path)
