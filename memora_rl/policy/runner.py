@@ -69,6 +69,15 @@ class EpisodeResult(BaseModel):
     timing: EpisodeTiming
 
 
+def _add_search_time(total: float | None, env: EpisodeEnv, info: dict) -> float | None:
+    """Add the retrieval time of the last reset/step: `info["search_s"]`, else `RetrievalEnv.last_search_s`.
+
+    `RetrievalEnv` keeps its timing out of `info` (check_env's determinism check compares infos).
+    """
+    seconds = info.get("search_s", getattr(env, "last_search_s", None))
+    return total if seconds is None else (total or 0.0) + float(seconds)
+
+
 async def play_episode(
     env: EpisodeEnv, task: Task, policy: Policy, seed: int, max_turns: int = DEFAULT_MAX_TURNS
 ) -> EpisodeResult:
@@ -79,6 +88,7 @@ async def play_episode(
     tick = time.perf_counter()
     observation, info = env.reset(seed=seed, options={"task": task})
     env_s += time.perf_counter() - tick
+    search_s = _add_search_time(search_s, env, info)
     messages = initial_messages(observation)
     for _ in range(max_turns):
         tick = time.perf_counter()
@@ -87,8 +97,7 @@ async def play_episode(
         tick = time.perf_counter()
         observation, reward, terminated, truncated, info = env.step(action)
         env_s += time.perf_counter() - tick
-        if info.get("search_s") is not None:
-            search_s = (search_s or 0.0) + float(info["search_s"])
+        search_s = _add_search_time(search_s, env, info)
         messages.append({"role": "assistant", "content": action})
         if terminated or truncated:
             return _finish(task, policy, info, reward, messages, started, policy_s, env_s, search_s)
