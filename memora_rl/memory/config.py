@@ -31,6 +31,9 @@ class StoreConfig(StrictModel):
     """Candidates each search channel (abstraction, value, anchor, BM25) contributes before fusion."""
     bm25: bool = True
     """Add an FTS5 BM25 channel when the query is text (ignored for vector queries)."""
+    bm25_max_doc_share: float = Field(default=0.05, gt=0.0, le=1.0)
+    """In stores of at least `ann_threshold` entries, BM25 drops query words found in more than this share of
+    the entries (near-zero IDF, but a scan of a long posting list each); 1.0 keeps every word."""
     ann_threshold: int = Field(default=20_000, ge=1)
     """Live vectors in a matrix at which searches switch from exact numpy to the usearch HNSW index."""
     ann_dtype: Literal["f32", "f16", "i8"] = "i8"

@@ -26,17 +26,39 @@ def rrf_fuse(rankings: Sequence[Sequence[int]], rrf_k: int) -> dict[int, float]:
     return scores
 
 
-def fts_match_expression(text: str) -> str | None:
-    r"""An FTS5 MATCH expression OR-ing the query's words, each quoted; None when it has no words.
+def query_words(text: str) -> list[str]:
+    """The distinct lower-cased words of a text query, in order.
 
-    >>> fts_match_expression("What is Alice's job?")
-    '"what" OR "is" OR "alice" OR "s" OR "job"'
+    >>> query_words("What is Alice's job? What?")
+    ['what', 'is', 'alice', 's', 'job']
     """
-    words = [word.lower() for word in _WORD.findall(text)]
-    unique = list(dict.fromkeys(words))
-    if not unique:
-        return None
-    return " OR ".join(f'"{word}"' for word in unique)
+    return list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
+
+
+def fts_match_expression(words: Sequence[str]) -> str | None:
+    """An FTS5 MATCH expression OR-ing `words`, each quoted; None when there are none.
+
+    >>> fts_match_expression(["alice", "job"])
+    '"alice" OR "job"'
+    """
+    return " OR ".join(f'"{word}"' for word in words) if words else None
+
+
+def selective_words(words: Sequence[str], doc_counts: dict[str, int], max_docs: float) -> list[str]:
+    """`words` found in at most `max_docs` entries; the rarest word when every word is more common.
+
+    A word in a large share of the entries has a BM25 IDF near zero but costs FTS5 a scan of
+    its whole posting list, so dropping it keeps the ranking and removes most of the cost.
+
+    >>> selective_words(["what", "alice", "job"], {"what": 900, "alice": 40, "job": 70}, max_docs=100)
+    ['alice', 'job']
+    >>> selective_words(["the", "a"], {"the": 900, "a": 950}, max_docs=100)
+    ['the']
+    """
+    kept = [word for word in words if doc_counts.get(word, 0) <= max_docs]
+    if kept or not words:
+        return kept
+    return [min(words, key=lambda word: doc_counts.get(word, 0))]
 
 
 def filter_mask(cache: GraphCache, filters: SearchFilters | None) -> np.ndarray | None:

@@ -26,7 +26,14 @@ from memora_rl.memory.graph_cache import GraphCache, load_graph_cache
 from memora_rl.memory.integrity import run_integrity_checks
 from memora_rl.memory.records import CueAnchor, Episode, FrontierItem, MemoryEntry, SearchHit
 from memora_rl.memory.schema import connect
-from memora_rl.memory.search import filter_mask, fts_match_expression, rrf_fuse, vector_rankings
+from memora_rl.memory.search import (
+    filter_mask,
+    fts_match_expression,
+    query_words,
+    rrf_fuse,
+    selective_words,
+    vector_rankings,
+)
 from memora_rl.memory.store import IntegrityReport, SearchFilters
 from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
 from memora_rl.memory.writer import GraphWriter
@@ -55,6 +62,7 @@ class SQLiteGraphStore(GraphWriter):
         self._caches: dict[str, GraphCache] = {}
         self._lock = threading.RLock()
         self._data_version = self._read_data_version()
+        self._has_vocab = False
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         self._dim: int | None = int(row[0]) if row else None
 
@@ -232,7 +240,7 @@ class SQLiteGraphStore(GraphWriter):
     def _bm25_ranking(
         self, cache: GraphCache, graph_id: str, text: str, depth: int, mask: np.ndarray | None
     ) -> list[int]:
-        expression = fts_match_expression(text)
+        expression = fts_match_expression(self._selective_words(query_words(text)))
         if expression is None:
             return []
         fetch = depth if mask is None else depth * 4
@@ -243,6 +251,27 @@ class SQLiteGraphStore(GraphWriter):
         ).fetchall()
         rows = [cache.seq_row[seq] for (seq,) in seqs if seq in cache.seq_row]
         return [row for row in rows if mask is None or mask[row]][:depth]
+
+    def _selective_words(self, words: list[str]) -> list[str]:
+        """Drop very common words from a BM25 query in a large store (see `StoreConfig.bm25_max_doc_share`).
+
+        The store size is the highest entry number ever written (cheap, counts deleted entries too).
+        """
+        share = self.config.bm25_max_doc_share
+        size = self._conn.execute("SELECT max(seq) FROM entries").fetchone()[0] or 0
+        if share >= 1.0 or size < self.config.ann_threshold or not words:
+            return words
+        if not self._has_vocab:
+            self._conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.entries_vocab USING fts5vocab(main, entries_fts, 'row')"
+            )
+            self._has_vocab = True
+        counts = {
+            term: doc
+            for word in words
+            for term, doc in self._conn.execute("SELECT term, doc FROM temp.entries_vocab WHERE term = ?", (word,))
+        }
+        return selective_words(words, counts, share * size)
 
     def frontier(
         self,
