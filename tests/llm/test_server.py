@@ -142,6 +142,7 @@ def test_command_and_environment_follow_the_recipe(tmp_path: Path) -> None:
     assert "--enable-lora --max-lora-rank 16" in joined and joined.endswith("--dtype float32")
     cpu_env = server.environment(str(tmp_path), on_cuda=False)
     assert cpu_env["VLLM_CPU_KVCACHE_SPACE"] == "2" and cpu_env["HF_HUB_OFFLINE"] == "1"
+    assert cpu_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     assert cpu_env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "1" and cpu_env["VLLM_NO_USAGE_STATS"] == "1"
     assert "VLLM_CPU_KVCACHE_SPACE" not in server.environment(str(tmp_path), on_cuda=True)
 
