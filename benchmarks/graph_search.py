@@ -45,6 +45,16 @@ def near(rng: np.random.Generator, rows: np.ndarray, noise: float) -> np.ndarray
     return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
 
 
+def parse_override(item: str) -> tuple[str, Any]:
+    """`key=value` with the value read as YAML (numbers, booleans, null), e.g. `ann_expansion_search=256`."""
+    import yaml
+
+    key, separator, value = item.partition("=")
+    if not separator:
+        raise SystemExit(f"--store expects key=value, got {item!r}")
+    return key, yaml.safe_load(value)
+
+
 def percentiles(samples_s: list[float]) -> tuple[float, float]:
     """(p50, p95) in milliseconds."""
     return float(np.percentile(samples_s, 50) * 1e3), float(np.percentile(samples_s, 95) * 1e3)
@@ -124,7 +134,14 @@ def baseline_frontier(data: dict, working: np.ndarray, query: np.ndarray, limit:
 
 
 def run_size(
-    size: int, queries: int, embed_queries: int, embed_threads: int, dim: int, workdir: Path, seed: int
+    size: int,
+    queries: int,
+    embed_queries: int,
+    embed_threads: int,
+    dim: int,
+    workdir: Path,
+    seed: int,
+    store_overrides: list[str],
 ) -> dict:
     """Measure one graph size in this process."""
     from memora_rl.embedding import Embedder
@@ -132,7 +149,7 @@ def run_size(
     from memora_rl.memory.vectors import single_thread_blas
 
     rng = np.random.default_rng(seed)
-    config = StoreConfig()
+    config = StoreConfig.model_validate(dict(parse_override(item) for item in store_overrides))
     path = workdir / f"bench_{size}.sqlite"
     path.unlink(missing_ok=True)
     store = SQLiteGraphStore(path, config=config)
@@ -166,6 +183,7 @@ def run_size(
     embedder = Embedder(use_cache=False)  # no disk cache: every query is really embedded
     store._embedder = embedder
     texts = [f"{WORDS[i % 16]} {WORDS[(i * 7) % 16]} topic {int(p) % 997} question {i}" for i, p in enumerate(picks)]
+    embed_only, _ = timed(embedder.encode_one, texts[:embed_queries])
     embed, _ = timed(lambda t: store.search("bench", t, k=10), texts[:embed_queries])
     working_sets = [rng.choice(size, 10, replace=False) for _ in range(queries)]
     ids = [[cache.entry_ids[r] for r in ws] for ws in working_sets]
@@ -177,7 +195,7 @@ def run_size(
         "size": size, "build_rate": data["build_rate"], "build_s": data["build_s"], "index_s": index_s,
         "ann": cache.abstractions.uses_ann, "search": search, "baseline": base, "recall": float(recall),
         "source_hit": float(source_hit), "base_source_hit": float(base_source_hit),
-        "search_embed": embed, "frontier": frontier, "baseline_frontier": base_frontier,
+        "embed": embed_only, "search_embed": embed, "frontier": frontier, "baseline_frontier": base_frontier,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "db_mb": sum(p.stat().st_size for p in workdir.glob(f"bench_{size}.sqlite*")) / 2**20,
     }  # fmt: skip
@@ -208,10 +226,11 @@ def print_table(results: list[dict]) -> None:
     for column in ["entries", "measure", "store wall", "store CPU", "numpy wall", "numpy CPU", "speedup (CPU p50)",
                    "target p50"]:  # fmt: skip
         table.add_column(column, justify="right")
-    rows = [("search", "baseline", "search (vector query)"), ("search_embed", None, "search incl. embedding"),
-            ("frontier", "baseline_frontier", "frontier, |W| = 10")]  # fmt: skip
+    rows = [("search", "baseline", "search (vector query)"), ("embed", None, "query embedding alone"),
+            ("search_embed", None, "search incl. embedding + BM25"), ("frontier", "baseline_frontier",
+            "frontier, |W| = 10")]  # fmt: skip
     for r in results:
-        for metric, baseline, label in rows:
+        for metric, baseline, label in [row for row in rows if row[0] in r]:
             base = r[baseline] if baseline else None
             table.add_row(
                 f"{r['size']:,}", label, _pair(r[metric], "wall"), _pair(r[metric], "cpu"),
@@ -241,6 +260,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None, help="folder for the store files (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--store", nargs="*", default=[], help="StoreConfig overrides, e.g. ann_dtype=f16")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="graph_bench_"))
@@ -249,7 +269,14 @@ def main() -> None:
         print(
             json.dumps(
                 run_size(
-                    args.sizes[0], args.queries, args.embed_queries, args.embed_threads, args.dim, workdir, args.seed
+                    args.sizes[0],
+                    args.queries,
+                    args.embed_queries,
+                    args.embed_threads,
+                    args.dim,
+                    workdir,
+                    args.seed,
+                    args.store,
                 )
             )
         )
@@ -258,7 +285,8 @@ def main() -> None:
     for size in args.sizes:
         command = [sys.executable, __file__, "--child", "--sizes", str(size), "--queries", str(args.queries),
                    "--embed-queries", str(args.embed_queries), "--embed-threads", str(args.embed_threads),
-                   "--dim", str(args.dim), "--seed", str(args.seed), "--workdir", str(workdir)]  # fmt: skip
+                   "--dim", str(args.dim), "--seed", str(args.seed), "--workdir", str(workdir),
+                   "--store", *args.store]  # fmt: skip
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         results.append(json.loads(output.strip().splitlines()[-1]))
         print(f"size {size:,} done: {results[-1]}", file=sys.stderr)
