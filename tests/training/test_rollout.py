@@ -114,27 +114,3 @@ def test_unknown_prompt_is_a_rollout_error(smol_tokenizer):
     rollout = GRPORollout(player, ScriptedGenerator(smol_tokenizer, ACTIONS, 2), {}, ScriptedEnv)
     with pytest.raises(RolloutError, match="not in the training dataset"):
         rollout(["unknown prompt"], _Trainer)
-
-
-@pytest.mark.slow
-def test_quickstart_limits_leave_room_for_a_second_turn(smol_tokenizer):
-    """A first action that fills max_new_tokens, then the real synthetic observation, then a stop, all fit."""
-    from pathlib import Path
-
-    from memora_rl.config import load_config
-    from memora_rl.env.registry import make_env
-    from memora_rl.judge import TrajectoryJudge
-    from memora_rl.training.config import TrainConfig
-
-    quickstart = Path(__file__).resolve().parents[2] / "configs" / "grpo" / "quickstart.yaml"
-    grpo = load_config(TrainConfig, quickstart).grpo
-    player = EpisodePlayer(
-        smol_tokenizer, initial_messages, RolloutSettings(2, grpo.max_new_tokens, grpo.max_completion_tokens)
-    )
-    eot_id = smol_tokenizer.convert_tokens_to_ids(player.turn_format.end_of_turn)
-    long_first = '{"action": "expand", "ids": ["' + "x" * grpo.max_new_tokens + '"]}'
-    generator = ScriptedGenerator(smol_tokenizer, [long_first, '{"action": "stop"}'], eot_id)
-    env, tasks = make_env("synthetic", split="test", tokenizer=smol_tokenizer, judge=TrajectoryJudge())
-    episodes = player.play([player.start(env, tasks[0])], generator, temperature=1.0)
-    assert len(episodes[0].actions) == 2 and not episodes[0].cut and not episodes[0].forced_stop
-    assert episodes[0].reward_components["format"] == pytest.approx(0.5)
