@@ -42,8 +42,14 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
     }
 
 
-def evaluate(config: TrainConfig, adapter_dir: Path, eval_split: str, eval_tasks: int, seed: int) -> dict[str, Any]:
-    """Play the held-out tasks with the base model and with the trained adapter (same sampling seed)."""
+def evaluate(
+    config: TrainConfig, adapter_dir: Path, eval_split: str, eval_tasks: int, seed: int, temperature: float
+) -> dict[str, Any]:
+    """Play the held-out tasks with the base model and with the trained adapter (same sampling seed).
+
+    Temperature 0 is greedy, as `memora-rl eval` plays a policy; the training temperature shows the
+    sampled behaviour GRPO optimises.
+    """
     import torch
     from peft import PeftModel
 
@@ -69,9 +75,9 @@ def evaluate(config: TrainConfig, adapter_dir: Path, eval_split: str, eval_tasks
             batch = [player.start(e, t) for e, t in zip(envs, tasks[start : start + len(envs)], strict=False)]
             if label == "base":
                 with model.disable_adapter():
-                    episodes += player.play(batch, generator, grpo.temperature)
+                    episodes += player.play(batch, generator, temperature)
             else:
-                episodes += player.play(batch, generator, grpo.temperature)
+                episodes += player.play(batch, generator, temperature)
         results[label] = episode_metrics(episodes)
     return results
 
@@ -95,14 +101,17 @@ def train_and_evaluate(args: argparse.Namespace, seed: int, root: Path) -> dict[
     result = run(config)
     train_s = time.perf_counter() - started
     steps = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
-    evaluation = evaluate(config, result.adapter_dir, args.eval_split, args.eval_tasks, seed)
+    evaluation = {
+        f"T={temperature:g}": evaluate(config, result.adapter_dir, args.eval_split, args.eval_tasks, seed, temperature)
+        for temperature in args.eval_temperatures
+    }
     return {
         "seed": seed,
         "train_s": round(train_s, 1),
         "step_s_mean": round(statistics.fmean(r["time/step_s"] for r in steps), 2),
         "train_reward_first": steps[0].get("reward/total"),
         "train_reward_last": steps[-1].get("reward/total"),
-        **evaluation,
+        "eval": evaluation,
     }
 
 
@@ -132,6 +141,7 @@ def main() -> None:
     parser.add_argument("--server-url", default=None, help="Use a running vLLM server instead of starting one.")
     parser.add_argument("--eval-split", default="test")
     parser.add_argument("--eval-tasks", type=int, default=20)
+    parser.add_argument("--eval-temperatures", type=float, nargs="+", default=[0.0, 1.0], help="0 = greedy")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "benchmarks" / "results" / "learning.json")
     parser.add_argument("overrides", nargs="*", help="Extra TrainConfig key=value overrides.")
     args = parser.parse_args()
@@ -140,8 +150,10 @@ def main() -> None:
         rows = [train_and_evaluate(args, seed, Path(root)) for seed in args.seeds]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
-    print(markdown_table(rows))
-    print(json.dumps([{k: v for k, v in row.items() if k not in ("base", "trained")} for row in rows]))
+    for name in rows[0]["eval"]:
+        print(f"\nHeld-out {args.eval_split} tasks, decoding {name}:")
+        print(markdown_table([{"seed": row["seed"], **row["eval"][name]} for row in rows]))
+    print(json.dumps([{k: v for k, v in row.items() if k != "eval"} for row in rows]))
 
 
 if __name__ == "__main__":

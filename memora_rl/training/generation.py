@@ -130,7 +130,10 @@ class TransformersGenerator:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(stop_ids)
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Generated]:
-        """Left-pad the prompts into one batch, sample with plain temperature (no top-k/top-p), read logprobs."""
+        """Left-pad the prompts into one batch, sample with plain temperature (no top-k/top-p), read logprobs.
+
+        Temperature 0 decodes greedily (for evaluation); its logprobs are then at temperature 1.
+        """
         import torch
         from transformers import GenerationConfig
 
@@ -138,11 +141,9 @@ class TransformersGenerator:
         width = max(len(ids) for ids in prompts)
         input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in prompts], device=device)
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         config = GenerationConfig(
-            do_sample=True,
-            temperature=temperature,
-            top_k=0,
-            top_p=1.0,
+            **(sampling if temperature > 0 else {"do_sample": False}),
             max_new_tokens=max_new_tokens,
             eos_token_id=sorted(self.eos_ids),
             pad_token_id=self.pad_id,
@@ -162,7 +163,9 @@ class TransformersGenerator:
             self.model.train(was_training)
         sampled = output.sequences[:, width:]  # (B, T)
         logits = torch.stack(output.logits, dim=1).float()  # (B, T, V)
-        logprobs = torch.log_softmax(logits / temperature, dim=-1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
+        logprobs = (
+            torch.log_softmax(logits / (temperature or 1.0), dim=-1).gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
+        )
         return [self._trim(sampled[row], logprobs[row]) for row in range(len(prompts))]
 
     def _trim(self, ids: torch.Tensor, logprobs: torch.Tensor) -> Generated:

@@ -45,6 +45,22 @@ def test_transformers_generator_logprobs_match_a_forward_pass(tiny_policy):
 
 
 @pytest.mark.slow
+def test_transformers_generator_decodes_greedily_at_temperature_zero(tiny_policy):
+    model, tokenizer = tiny_policy
+    generator = TransformersGenerator(model, tokenizer, stop_ids=[tokenizer.eos_token_id])
+    prompt = chat_ids(tokenizer, "Name a colour.")
+    first, second = (generator.generate([prompt], max_new_tokens=6, temperature=0.0)[0] for _ in range(2))
+    assert first.token_ids == second.token_ids
+    expected = forward_logprobs(model, prompt, first.token_ids, 1.0)
+    assert max(abs(a - b) for a, b in zip(first.logprobs, expected, strict=True)) < 1e-3
+    import torch
+
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + first.token_ids])).logits[0, len(prompt) - 1 : -1]  # (T, V)
+    assert logits.argmax(-1).tolist() == first.token_ids  # greedy: the top token at every position
+
+
+@pytest.mark.slow
 @pytest.mark.vllm
 def test_vllm_generator_returns_ids_and_logprobs_the_trainer_agrees_with(tiny_policy, vllm_server):
     model, tokenizer = tiny_policy
