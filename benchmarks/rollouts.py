@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import time
@@ -77,6 +78,7 @@ def time_runner(label: str, env: Any, tasks: list[Any], policy: Any, concurrency
     return summarise(label, seconds, steps, invalid, tokens)
 
 
+@functools.cache
 def limits() -> Any:
     """The quickstart config's GRPO settings (turns, tokens per turn, completion tokens)."""
     from memora_rl.config import load_config
