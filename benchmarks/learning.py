@@ -43,7 +43,7 @@ def episode_metrics(episodes: list[Episode]) -> dict[str, float]:
 
 
 def evaluate(
-    config: TrainConfig, adapter_dir: Path, eval_split: str, eval_tasks: int, seed: int, temperature: float
+    config: TrainConfig, adapter_dir: Path, eval_split: str, eval_tasks: int, seed: int, temperatures: list[float]
 ) -> dict[str, Any]:
     """Play the held-out tasks with the base model and with the trained adapter (same sampling seed).
 
@@ -68,17 +68,19 @@ def evaluate(
     generator = TransformersGenerator(model, tokenizer, end_of_turn_ids(tokenizer, player.turn_format))
     envs = [env] + [make_env(config.env, split=eval_split, tokenizer=tokenizer)[0] for _ in range(3)]
     results: dict[str, Any] = {}
-    for label in ("base", "trained"):
-        torch.manual_seed(seed)
-        episodes: list[Episode] = []
-        for start in range(0, len(tasks), len(envs)):
-            batch = [player.start(e, t) for e, t in zip(envs, tasks[start : start + len(envs)], strict=False)]
-            if label == "base":
-                with model.disable_adapter():
+    for temperature in temperatures:
+        results[f"T={temperature:g}"] = {}
+        for label in ("base", "trained"):
+            torch.manual_seed(seed)
+            episodes: list[Episode] = []
+            for start in range(0, len(tasks), len(envs)):
+                batch = [player.start(e, t) for e, t in zip(envs, tasks[start : start + len(envs)], strict=False)]
+                if label == "base":
+                    with model.disable_adapter():
+                        episodes += player.play(batch, generator, temperature)
+                else:
                     episodes += player.play(batch, generator, temperature)
-            else:
-                episodes += player.play(batch, generator, temperature)
-        results[label] = episode_metrics(episodes)
+            results[f"T={temperature:g}"][label] = episode_metrics(episodes)
     return results
 
 
@@ -101,10 +103,7 @@ def train_and_evaluate(args: argparse.Namespace, seed: int, root: Path) -> dict[
     result = run(config)
     train_s = time.perf_counter() - started
     steps = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
-    evaluation = {
-        f"T={temperature:g}": evaluate(config, result.adapter_dir, args.eval_split, args.eval_tasks, seed, temperature)
-        for temperature in args.eval_temperatures
-    }
+    evaluation = evaluate(config, result.adapter_dir, args.eval_split, args.eval_tasks, seed, args.eval_temperatures)
     return {
         "seed": seed,
         "train_s": round(train_s, 1),

@@ -258,8 +258,10 @@ class SQLiteGraphStore(GraphWriter):
         The store size is the highest entry number ever written (cheap, counts deleted entries too).
         """
         share = self.config.bm25_max_doc_share
+        if share >= 1.0 or not words:
+            return words
         size = self._conn.execute("SELECT max(seq) FROM entries").fetchone()[0] or 0
-        if share >= 1.0 or size < self.config.ann_threshold or not words:
+        if size < self.config.ann_threshold:
             return words
         if not self._has_vocab:
             self._conn.execute(
