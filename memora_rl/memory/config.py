@@ -34,8 +34,9 @@ class StoreConfig(StrictModel):
     bm25_max_doc_share: float = Field(default=0.05, gt=0.0, le=1.0)
     """In stores of at least `ann_threshold` entries, BM25 drops query words found in more than this share of
     the entries (near-zero IDF, but a scan of a long posting list each); 1.0 keeps every word."""
-    ann_threshold: int = Field(default=20_000, ge=1)
-    """Live vectors in a matrix at which searches switch from exact numpy to the usearch HNSW index."""
+    ann_threshold: int = Field(default=10_000, ge=1)
+    """Live vectors in a matrix at which searches switch from exact numpy to the usearch HNSW index
+    (on 2 cores an exact 10k x 384 product takes ~2.5 ms, an HNSW search ~1 ms)."""
     ann_dtype: Literal["f32", "f16", "i8"] = "i8"
     """Scalar type stored in the HNSW index; i8 builds ~5x faster than f32 on 2 cores, hits are re-scored exactly."""
     ann_connectivity: int = Field(default=16, ge=2)
@@ -44,7 +45,9 @@ class StoreConfig(StrictModel):
     """HNSW beam width while inserting (higher: better graph, slower build)."""
     ann_expansion_search: int = Field(default=128, ge=1)
     """HNSW beam width while searching (higher: better recall, slower queries)."""
-    ann_oversample: int = Field(default=4, ge=1)
+    ann_persist: bool = True
+    """Save built HNSW indexes beside the store (`<store>.ann/`) and load them when the vectors are unchanged."""
+    ann_oversample: int = Field(default=2, ge=1)
     """The ANN path fetches oversample * k candidates, drops filtered ones and re-scores them exactly."""
     relaxed_anchor_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)
     """Frontier default: also follow anchors whose cosine to a working-set anchor is at least this (None: off)."""

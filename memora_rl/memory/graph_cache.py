@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 
@@ -124,6 +125,22 @@ class GraphCache:
         for entry in self.anchor_entries[row]:
             self.entry_anchors[entry].discard(row)
         self.anchor_entries[row] = set()
+
+    # --- saved ANN indexes -------------------------------------------------------------------
+    @property
+    def tables(self) -> dict[str, VectorTable]:
+        """The three vector tables by name."""
+        return {"abstractions": self.abstractions, "values": self.values, "anchors": self.anchors}
+
+    def save_ann_under(self, prefix: Path) -> None:
+        """Save and reuse this graph's HNSW indexes as files `<prefix>-<table>.<fingerprint>.usearch`."""
+        for name, table in self.tables.items():
+            table.ann_file = prefix.with_name(f"{prefix.name}-{name}")
+
+    def save_ann(self) -> None:
+        """Write each index built or changed since it was last loaded or saved."""
+        for table in self.tables.values():
+            table.save_ann()
 
     # --- filter columns ----------------------------------------------------------------------
     def times_array(self) -> np.ndarray:

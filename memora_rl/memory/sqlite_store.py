@@ -8,6 +8,7 @@ connection (seen through `PRAGMA data_version`) drops the views so they reload.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sqlite3
 import threading
@@ -143,15 +144,24 @@ class SQLiteGraphStore(GraphWriter):
                         f"Graph {graph_id!r} is not in store {self.path}; it holds {self.graph_ids() or 'no graphs'}."
                     )
                 cache = load_graph_cache(self._conn, graph_id, self.dim, self.config)
+                if self.config.ann_persist:
+                    cache.save_ann_under(self.ann_dir / hashlib.sha256(graph_id.encode()).hexdigest()[:16])
                 self._caches[graph_id] = cache
             return cache
 
     def _loaded_cache(self, graph_id: str) -> GraphCache | None:
         return self._caches.get(graph_id)
 
+    @property
+    def ann_dir(self) -> Path:
+        """Folder of the saved HNSW indexes (`<store file>.ann`); safe to delete, they are rebuilt."""
+        return self.path.with_name(f"{self.path.name}.ann")
+
     def close(self) -> None:
-        """Close the database connection (WAL content is checkpointed by SQLite)."""
+        """Save changed HNSW indexes, then close the database (WAL content is checkpointed by SQLite)."""
         with self._lock:
+            for cache in self._caches.values():
+                cache.save_ann()
             self._caches.clear()
             self._conn.close()
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
@@ -61,6 +64,10 @@ class VectorTable:
     Exact search is one matrix-vector product; once `ann_threshold` rows are live the first
     search builds a usearch HNSW index that later adds and removes keep in sync. ANN hits
     are re-scored exactly from the float32 rows, so returned scores are true cosines.
+
+    With `ann_file` set, a built index is saved beside the store under a fingerprint of the
+    rows and the index settings, and a later process with the same rows loads it instead
+    of rebuilding (17 minutes at 1M rows on 2 cores).
     """
 
     def __init__(self, dim: int, config: StoreConfig, capacity: int = 1024) -> None:
@@ -71,6 +78,8 @@ class VectorTable:
         self.size = 0
         self.live = 0
         self._ann: object | None = None
+        self.ann_file: Path | None = None  # prefix of saved indexes, `<prefix>.<fingerprint>.usearch`
+        self._ann_saved = False  # the index on disk matches the one in memory
 
     @property
     def matrix(self) -> np.ndarray:
@@ -110,6 +119,7 @@ class VectorTable:
         rows = np.arange(start, start + len(vectors))
         if self._ann is not None and len(rows):
             self._ann.add(rows, vectors, threads=2)  # type: ignore[attr-defined]
+            self._ann_saved = False
         return rows
 
     def replace(self, row: int, vector: np.ndarray) -> None:
@@ -118,6 +128,7 @@ class VectorTable:
         if self._ann is not None:
             self._ann.remove(row)  # type: ignore[attr-defined]
             self._ann.add(row, vector)  # type: ignore[attr-defined]
+            self._ann_saved = False
 
     def remove(self, row: int) -> None:
         """Turn a row into a tombstone."""
@@ -128,6 +139,7 @@ class VectorTable:
         self.live -= 1
         if self._ann is not None:
             self._ann.remove(row)  # type: ignore[attr-defined]
+            self._ann_saved = False
 
     def build_ann(self) -> None:
         """Build the HNSW index over the live rows now (normally done lazily by `top_k`)."""
@@ -145,7 +157,71 @@ class VectorTable:
         if len(rows):
             index.add(rows, self._matrix[rows], threads=2)
         self._ann = index
+        self._ann_saved = False
         logger.info("built an HNSW index over %d vectors", len(rows))
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the rows, their live mask and the index settings: a saved index fits only these."""
+        import usearch
+
+        settings = (self.dim, self.config.ann_dtype, self.config.ann_connectivity, self.config.ann_expansion_add)
+        digest = hashlib.sha256(f"{settings} usearch {usearch.__version__}".encode())
+        digest.update(memoryview(self._alive[: self.size]))
+        digest.update(memoryview(self._matrix[: self.size]))
+        return digest.hexdigest()[:32]
+
+    def _ann_path(self, fingerprint: str) -> Path:
+        assert self.ann_file is not None
+        return self.ann_file.with_name(f"{self.ann_file.name}.{fingerprint}.usearch")
+
+    def _ensure_ann(self) -> None:
+        """Load the saved index for these rows if there is one, else build it (and save it)."""
+        if self.ann_file is not None and self._load_ann():
+            return
+        self.build_ann()
+        self.save_ann()
+
+    def _load_ann(self) -> bool:
+        from usearch.index import Index
+
+        path = self._ann_path(self.fingerprint())
+        if not path.exists():
+            return False
+        try:
+            index = Index.restore(str(path))
+        except (RuntimeError, ValueError, OSError) as error:
+            logger.warning("ignoring the unreadable saved index %s (%s); rebuilding it", path, error)
+            return False
+        if index is None or len(index) != self.live:
+            logger.warning("ignoring the saved index %s: it holds another row count; rebuilding it", path)
+            return False
+        index.expansion_search = self.config.ann_expansion_search
+        self._ann, self._ann_saved = index, True
+        logger.info("loaded the HNSW index over %d vectors from %s", self.live, path)
+        return True
+
+    def save_ann(self) -> None:
+        """Write the index beside the store (atomically), replacing older saves; no-op when not wanted.
+
+        Skipped with tombstones: a reopened store numbers its rows without them, so the keys would differ.
+        """
+        if self.ann_file is None or self._ann is None or self._ann_saved or self.live != self.size:
+            return
+        path = self._ann_path(self.fingerprint())
+        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._ann.save(str(partial))  # type: ignore[attr-defined]
+            os.replace(partial, path)
+        except (OSError, RuntimeError) as error:
+            partial.unlink(missing_ok=True)
+            logger.warning("could not save the HNSW index to %s (%s); it will be rebuilt on the next open", path, error)
+            return
+        for old in path.parent.glob(f"{self.ann_file.name}.*.usearch"):
+            if old != path:
+                old.unlink(missing_ok=True)
+        self._ann_saved = True
+        logger.info("saved the HNSW index over %d vectors to %s", self.live, path)
 
     def top_k(self, query: np.ndarray, k: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Best `k` live rows by cosine to the unit `query`, restricted to `mask` (size,) when given.
@@ -156,7 +232,7 @@ class VectorTable:
         if k <= 0 or self.live == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         if self._ann is None and self.live >= self.config.ann_threshold:
-            self.build_ann()
+            self._ensure_ann()
         allowed = self.alive if mask is None else self.alive & mask
         if self._ann is not None and (mask is None or allowed.sum() * 10 >= self.live):
             rows, scores = self._ann_top_k(query, k, allowed)

@@ -1,0 +1,117 @@
+"""Benchmark HNSW recall and latency on real sentence embeddings, against exact search in the same run.
+
+Random vectors (`graph_search.py`) are the hardest case for HNSW; real embeddings cluster.
+This script embeds real English lines (docstrings, comments and docs of the installed
+Python packages, so it runs offline) with the store's MiniLM embedder, then searches held-out
+lines through `VectorTable`, the store's own vector path, once with the HNSW index and once
+exactly. Embeddings go through the disk cache, so a second run skips the ~10 minutes of
+embedding 100k lines on 2 cores.
+
+    python benchmarks/ann_recall.py --count 100000 --queries 200 --ef 64 128 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+
+from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.vectors import VectorTable, single_thread_blas
+
+_PROSE = re.compile(r"[a-z]{3,} [a-z]{3,}")
+
+
+def text_lines(limit: int, seed: int) -> list[str]:
+    """`limit` distinct prose-like lines (>= 6 words) from the installed packages' sources and docs."""
+    root = Path(sysconfig.get_paths()["purelib"])
+    lines: set[str] = set()
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in {".py", ".md", ".rst", ".txt"} or not path.is_file():
+            continue
+        for line in path.read_text(errors="ignore").splitlines():
+            line = line.strip().lstrip("#").strip()
+            if len(line) < 300 and len(line.split()) >= 6 and _PROSE.search(line):
+                lines.add(line)
+        if len(lines) >= 4 * limit:
+            break
+    if len(lines) < limit:
+        raise SystemExit(f"only {len(lines):,} text lines found under {root}; pass a smaller --count")
+    chosen = sorted(lines)
+    random.Random(seed).shuffle(chosen)
+    return chosen[:limit]
+
+
+def latency(samples_s: list[float]) -> str:
+    """p50 / p95 in ms."""
+    return f"{np.percentile(samples_s, 50) * 1e3:.2f} / {np.percentile(samples_s, 95) * 1e3:.2f}"
+
+
+def main() -> None:
+    """Embed, index, and print recall@10 and @50 and latency for each HNSW search beam width."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=100_000, help="indexed lines")
+    parser.add_argument("--queries", type=int, default=200, help="held-out lines used as queries")
+    parser.add_argument("--ef", type=int, nargs="+", default=[64, 128, 256], help="HNSW search beam widths")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from memora_rl.embedding import get_embedder
+
+    console = Console(width=140)
+    texts = text_lines(args.count + args.queries, args.seed)
+    torch.set_num_threads(2)
+    start = time.perf_counter()
+    embedder = get_embedder()
+    vectors = np.concatenate([embedder.encode(texts[i : i + 5000]) for i in range(0, len(texts), 5000)])
+    console.print(f"embedded {len(texts):,} lines in {time.perf_counter() - start:.0f} s (disk-cached)")
+    rows, queries = vectors[: args.count], vectors[args.count :]
+
+    config = StoreConfig(ann_threshold=1, ann_persist=False)
+    approx = VectorTable(rows.shape[1], config)
+    approx.append(rows)
+    exact = VectorTable(rows.shape[1], config.model_copy(update={"ann_threshold": args.count + 1}))
+    exact.append(rows)
+    start = time.perf_counter()
+    approx.build_ann()
+    build_s = time.perf_counter() - start
+
+    table = Table(title=f"HNSW vs exact on {args.count:,} MiniLM embeddings of real text, {args.queries} queries")
+    for column in ["ef search", "recall@10", "recall@50", "HNSW k=50 ms p50 / p95", "exact ms p50 / p95", "speedup"]:
+        table.add_column(column, justify="right")
+    with single_thread_blas():
+        truth, exact_s = [], []
+        for query in queries:
+            begin = time.perf_counter()
+            truth.append(exact.top_k(query, 50)[0])
+            exact_s.append(time.perf_counter() - begin)
+        for ef in args.ef:
+            approx._ann.expansion_search = ef  # type: ignore[attr-defined]
+            recall10, recall50, ann_s = [], [], []
+            for query, want in zip(queries, truth, strict=True):
+                begin = time.perf_counter()
+                got = approx.top_k(query, 50)[0]
+                ann_s.append(time.perf_counter() - begin)
+                recall10.append(len(set(got[:10].tolist()) & set(want[:10].tolist())) / 10)
+                recall50.append(len(set(got.tolist()) & set(want.tolist())) / 50)
+            speedup = np.percentile(exact_s, 50) / np.percentile(ann_s, 50)
+            table.add_row(str(ef), f"{np.mean(recall10):.3f}", f"{np.mean(recall50):.3f}", latency(ann_s),
+                          latency(exact_s), f"{speedup:.1f}x")  # fmt: skip
+    console.print(table)
+    console.print(
+        f"index: {config.ann_dtype}, connectivity {config.ann_connectivity}, expansion_add {config.ann_expansion_add}, "
+        f"oversample {config.ann_oversample}; built in {build_s:.1f} s ({args.count / build_s:,.0f} vectors/s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
