@@ -176,15 +176,16 @@ class VectorTable:
 
     def _ensure_ann(self) -> None:
         """Load the saved index for these rows if there is one, else build it (and save it)."""
-        if self.ann_file is not None and self._load_ann():
+        fingerprint = self.fingerprint() if self.ann_file is not None else None
+        if fingerprint is not None and self._load_ann(fingerprint):
             return
         self.build_ann()
-        self.save_ann()
+        self.save_ann(fingerprint)
 
-    def _load_ann(self) -> bool:
+    def _load_ann(self, fingerprint: str) -> bool:
         from usearch.index import Index
 
-        path = self._ann_path(self.fingerprint())
+        path = self._ann_path(fingerprint)
         if not path.exists():
             return False
         try:
@@ -200,14 +201,15 @@ class VectorTable:
         logger.info("loaded the HNSW index over %d vectors from %s", self.live, path)
         return True
 
-    def save_ann(self) -> None:
+    def save_ann(self, fingerprint: str | None = None) -> None:
         """Write the index beside the store (atomically), replacing older saves; no-op when not wanted.
 
         Skipped with tombstones: a reopened store numbers its rows without them, so the keys would differ.
+        `fingerprint` saves hashing the rows again when the caller has just done it.
         """
         if self.ann_file is None or self._ann is None or self._ann_saved or self.live != self.size:
             return
-        path = self._ann_path(self.fingerprint())
+        path = self._ann_path(fingerprint or self.fingerprint())
         partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
