@@ -13,6 +13,7 @@ embedding 100k lines on 2 cores.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import re
 import sysconfig
@@ -59,6 +60,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="held-out lines used as queries")
     parser.add_argument("--ef", type=int, nargs="+", default=[64, 128, 256], help="HNSW search beam widths")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
 
     import torch
@@ -94,6 +96,7 @@ def main() -> None:
             begin = time.perf_counter()
             truth.append(exact.top_k(query, 50)[0])
             exact_s.append(time.perf_counter() - begin)
+        results = []
         for ef in args.ef:
             approx._ann.expansion_search = ef  # type: ignore[attr-defined]
             recall10, recall50, ann_s = [], [], []
@@ -104,6 +107,9 @@ def main() -> None:
                 recall10.append(len(set(got[:10].tolist()) & set(want[:10].tolist())) / 10)
                 recall50.append(len(set(got.tolist()) & set(want.tolist())) / 50)
             speedup = np.percentile(exact_s, 50) / np.percentile(ann_s, 50)
+            results.append({"ef": ef, "recall10": float(np.mean(recall10)), "recall50": float(np.mean(recall50)),
+                            "ann_p50_ms": float(np.percentile(ann_s, 50) * 1e3),
+                            "exact_p50_ms": float(np.percentile(exact_s, 50) * 1e3)})  # fmt: skip
             table.add_row(str(ef), f"{np.mean(recall10):.3f}", f"{np.mean(recall50):.3f}", latency(ann_s),
                           latency(exact_s), f"{speedup:.1f}x")  # fmt: skip
     console.print(table)
@@ -111,6 +117,8 @@ def main() -> None:
         f"index: {config.ann_dtype}, connectivity {config.ann_connectivity}, expansion_add {config.ann_expansion_add}, "
         f"oversample {config.ann_oversample}; built in {build_s:.1f} s ({args.count / build_s:,.0f} vectors/s)"
     )
+    if args.json:
+        args.json.write_text(json.dumps({"count": args.count, "build_s": build_s, "rows": results}, indent=2))
 
 
 if __name__ == "__main__":
