@@ -51,11 +51,12 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
 
     console = console or Console()
     started = time.perf_counter()
+    train_config = load_config(TrainConfig, config.train_config, config.train_overrides)
+    env_overrides = list(train_config.env_overrides)  # training and evaluation play the same env settings
     _stage(console, "1/5 data + graph: synthetic conversations -> extractive memory graph", started)
-    env, tasks = make_env(config.env, split="train")
+    env, tasks = make_env(config.env, split="train", overrides=env_overrides)
     console.print(f"{len(tasks)} training tasks; graphs in {getattr(env.store, 'path', 'the store')}")
 
-    train_config = load_config(TrainConfig, config.train_config, config.train_overrides)
     # 4096 tokens: the prompted base model writes invalid actions until the step limit, and its
     # multi-turn chat (few-shot + one observation per turn) outgrows 2048 tokens.
     server_config = ServerConfig(model=config.base_model, dtype="float32", max_lora_rank=16, max_model_len=4096)
@@ -86,6 +87,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
                     out=config.out / "eval" / name,
                     base_url=server.base_url,
                     restart=True,
+                    env_overrides=env_overrides,
                 )
             )
             run_dirs.append(evaluated.out)

@@ -128,6 +128,7 @@ class Planner:
     session_times: list[datetime]
     update_probability: float
     image_probability: float
+    updates_per_fact: int = 1
     statements: list[Statement] = field(default_factory=list)
     questions: list[PlannedQuestion] = field(default_factory=list)
     used: dict[str, set[str]] = field(default_factory=dict)
@@ -191,13 +192,21 @@ class Planner:
                 fact.static_question.format(name=name), first[fact.answer_field], [first_key], SINGLE_HOP, "single-hop"
             )
             return
-        new = self.fact_fields(fact.kind)
-        change_text = sentence(self.rng.choice(fact.change), old=first[fact.answer_field], **new)
-        change_key = self.say(who, self.later_session(start), change_text, f"{fact.kind}-change")
+        previous, previous_key, session = first, first_key, start
+        new, change_key = first, first_key
+        for _ in range(self.updates_per_fact):
+            if session >= self.session_count - 1:
+                break
+            if new is not first:
+                previous, previous_key = new, change_key
+            new = self.fact_fields(fact.kind)
+            change_text = sentence(self.rng.choice(fact.change), old=previous[fact.answer_field], **new)
+            session = self.later_session(session)
+            change_key = self.say(who, session, change_text, f"{fact.kind}-change")
         question, answer_field = self.rng.choice(list(fact.now_questions))
         self.ask(question.format(name=name), new[answer_field], [change_key], SINGLE_HOP, "knowledge-update")
         before = fact.before_question.format(name=name, **new)
-        self.ask(before, first[fact.answer_field], [first_key, change_key], MULTI_HOP, "knowledge-update")
+        self.ask(before, previous[fact.answer_field], [previous_key, change_key], MULTI_HOP, "knowledge-update")
 
     def events(self, who: int, count: int) -> None:
         """Dated past events, a "when" question for each and one "which came first" question."""

@@ -28,7 +28,7 @@ from memora_rl.config import StrictModel
 from memora_rl.data import synth_templates as tpl
 from memora_rl.data.dates import format_locomo_time
 from memora_rl.data.locomo import parse_locomo
-from memora_rl.data.records import Corpus
+from memora_rl.data.records import CategoryName, Corpus
 from memora_rl.data.synth_plan import CHANGING_FACTS, Planner, Statement
 from memora_rl.errors import ConfigError
 
@@ -72,6 +72,13 @@ class SynthConfig(StrictModel):
     """Later mentions of each speaker's relative (multi-hop questions)."""
     distractors_per_session: int = Field(1, ge=0, le=10)
     """Near-miss turns per session that mention unused names and places."""
+    relatives_per_person: int = Field(1, ge=1, le=len(tpl.RELATIONS))
+    """Named relatives per speaker, each with its own follow-ups: more than one makes the follow-ups
+    ("<name> just moved to <city>") distract each other, so the hop from relation to name matters."""
+    updates_per_fact: int = Field(1, ge=1, le=4)
+    """Changes of each changing fact that changes (job, city, partner); "now" questions ask for the last."""
+    question_kinds: list[CategoryName] | None = None
+    """Keep only questions of these `category_name`s (e.g. multi-hop, knowledge-update); None keeps all."""
     image_probability: float = Field(0.3, ge=0.0, le=1.0)
     """Chance that a pet statement shares a photo (a `blip_caption`, as in LoCoMo)."""
 
@@ -123,7 +130,7 @@ def plan_conversation(
     config: SynthConfig, rng: random.Random, names: tuple[str, str], times: list[datetime]
 ) -> Planner:
     """Plan every fact family for both speakers, then the distractors."""
-    planner = Planner(rng, names, times, config.update_probability, config.image_probability)
+    planner = Planner(rng, names, times, config.update_probability, config.image_probability, config.updates_per_fact)
     planner.used["person"] = set(names)
     for who in (0, 1):
         for fact in CHANGING_FACTS:
@@ -133,7 +140,8 @@ def plan_conversation(
         planner.instrument(who)
         planner.preferences(who, config.preferences_per_person)
         if config.relative_followups:
-            planner.relative(who, config.relative_followups)
+            for _ in range(config.relatives_per_person):
+                planner.relative(who, config.relative_followups)
     planner.shared_hobby()
     for session in range(len(times)):
         for _ in range(config.distractors_per_session):
@@ -193,6 +201,8 @@ def generate_conversation(config: SynthConfig, index: int) -> dict[str, Any]:
         block[f"session_{session + 1}_date_time"] = format_locomo_time(moment)
         block[f"session_{session + 1}"] = turns
     questions = planner.questions
+    if config.question_kinds is not None:
+        questions = [planned for planned in questions if planned.category_name in config.question_kinds]
     if len(questions) > config.questions_per_conversation:
         keep = sorted(rng.sample(range(len(questions)), config.questions_per_conversation))
         questions = [questions[position] for position in keep]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,7 +12,9 @@ from rich.table import Table
 
 from memora_rl.errors import ConfigError
 
-env_app = typer.Typer(help="Named retrieval environments: list them, or play one by hand.", no_args_is_help=True)
+env_app = typer.Typer(
+    help="Named retrieval environments: list them, measure their headroom, or play one by hand.", no_args_is_help=True
+)
 console = Console()
 
 SHORTHAND_HELP = (
@@ -120,3 +123,60 @@ def play_command(
     console.print(Panel(observation, title="final state"))
     _show_result(reward, dict(info))
     env.close()
+
+
+@env_app.command("stats")
+def stats_command(
+    env_name: Annotated[str, typer.Argument(help="Env name (see `memora-rl env list`).")],
+    split: Annotated[str, typer.Option(help="Split: train, validation, test or all.")] = "test",
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks of the split.")] = None,
+    max_refines: Annotated[int, typer.Option(help="Visible refines the oracle may use per walk.")] = 2,
+    beam_width: Annotated[int, typer.Option(help="Oracle beam width (states kept per depth).")] = 6,
+    override: Annotated[
+        list[str] | None, typer.Option("--override", "-o", help="Env spec override key=value, e.g. env.budget=4.")
+    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the report (with every walk).")] = None,
+) -> None:
+    """Headroom of an env: G0 (recall after reset) and oracle recall per category, and whether it is trainable."""
+    from rich.progress import Progress
+
+    from memora_rl.env.registry import make_env
+    from memora_rl.env.stats import HEADROOM_G0_SHARE, HEADROOM_ORACLE_SHARE, headroom
+
+    env, tasks = make_env(env_name, split=split, overrides=override or [])  # type: ignore[arg-type]
+    tasks = tasks[:limit] if limit else tasks
+    with Progress(console=console, transient=True) as progress:
+        bar = progress.add_task(f"oracle walks on {env_name}/{split}", total=len(tasks))
+        report = headroom(
+            env,
+            tasks,
+            env_name,
+            split,
+            max_refines=max_refines,
+            beam_width=beam_width,
+            progress=lambda done: progress.update(bar, completed=done),
+        )
+    env.close()
+    table = Table(title=f"headroom of {env_name} ({split}, {len(tasks)} tasks, oracle <= {max_refines} refines)")
+    for column in ("category", "tasks", "G0", "G0 < 1", "expand oracle", "oracle", "oracle = 1", "oracle cost"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for row in [*report.rows, report.overall]:
+        table.add_row(
+            row.group,
+            str(row.tasks),
+            f"{row.initial_recall:.3f}",
+            f"{row.below_one:.0%}",
+            f"{row.expand_oracle:.3f}",
+            f"{row.oracle:.3f}",
+            f"{row.oracle_full:.0%}",
+            f"{row.oracle_cost:.2f}",
+        )
+    console.print(table)
+    verdict = "trainable" if report.trainable else "not trainable"
+    console.print(
+        f"{env_name}: {verdict} (needs G0 < 1 on >= {HEADROOM_G0_SHARE:.0%} of tasks and oracle = 1 on "
+        f">= {HEADROOM_ORACLE_SHARE:.0%})"
+    )
+    if json_path is not None:
+        json_path.write_text(report.model_dump_json(indent=1))
+        console.print(f"report written to {json_path}")

@@ -30,15 +30,16 @@ class StepInfo(TypedDict):
     budget_left: float
     """Budget units left."""
     step: int
-    """Actions taken so far (0 after reset)."""
+    """Policy actions taken so far (0 after reset; a `forced` stop is not counted)."""
     costs: dict[str, float]
     """Budget units spent so far by kind: `expand`, `refine`, `invalid`, and `total`."""
     action: ActionKind | None
-    """Kind of the action just taken (`invalid` when it did not parse or was not allowed); None after reset."""
+    """Kind of the action just taken (`invalid` when it did not parse or was not allowed, `forced` when the
+    caller ended the episode with `force_stop`); None after reset."""
     parse_error: str | None
-    """Why the action just taken was invalid (parse or rule error), else None."""
+    """Why the action just taken was invalid (parse or rule error, or a turn cut at the token limit), else None."""
     stop_reason: StopReason | None
-    """On the final step: `stop` (terminated), `budget` or `max_steps` (truncated); else None."""
+    """On the final step: `stop` (terminated), `budget`, `max_steps` or `forced` (truncated); else None."""
     reward_components: dict[str, float]
     """On the final step: the judge's components (G, R, C, ... by name); empty before."""
     trajectory: Trajectory | None

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 ENV_MODULES: dict[str, str] = {
     "synthetic": "envs.synthetic",
+    "synthetic-hard": "envs.synthetic_hard",
     "locomo": "envs.locomo",
     "longmemeval": "envs.longmemeval",
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from memora_rl.env.deps import Judge, QueryEmbedder, open_existing_store
 from memora_rl.env.info import FrontierInfo, StepInfo
 from memora_rl.env.spaces import UnicodeText
 from memora_rl.env.state import FrontierView, ObservationState
-from memora_rl.env.trajectory import ActionRecord, StopReason, Trajectory
+from memora_rl.env.trajectory import ActionKind, ActionRecord, StopReason, Trajectory
 from memora_rl.errors import ConfigError, GraphError, RolloutError
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import GraphStore
@@ -27,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 MAX_ACTION_CHARS = 8_192
 """Length bound of the action space (characters of one policy turn)."""
+CUT_TURN_ERROR = "turn cut at max_completion_tokens"
+"""Error of a policy turn the caller cut at its token limit (recorded by `force_stop` as invalid)."""
 _EPSILON = 1e-9
 
 
@@ -56,7 +59,8 @@ class RetrievalEnv(gym.Env[str, str]):
 
     ## Episode End
     Terminated: the policy chose stop. Truncated: `max_steps` actions were taken, or the budget left
-    is below the cheapest action (expand one id or refine).
+    is below the cheapest action (expand one id or refine), or the caller ended it with `force_stop`
+    (a rollout out of turns or tokens; recorded as a zero-cost `forced` action, not a policy action).
 
     ## Arguments
     `store` (a `GraphStore` holding graph `task.conversation_id`, or the path of a SQLite store to open,
@@ -145,30 +149,35 @@ class RetrievalEnv(gym.Env[str, str]):
         Raises:
             RolloutError: `step` was called before `reset` or after the episode ended, or with a non-string.
         """
-        if self._done or self._task is None:
-            raise RolloutError("step() called on a finished or never-started episode; call reset() first.")
-        if not isinstance(action, str):
-            raise RolloutError(f"step() takes the policy's text (str), got {type(action).__name__}.")
+        self._check_running("step", action)
         started = time.perf_counter()
         record = self._apply(action, parse_action(action))
         self.last_search_s = time.perf_counter() - started
-        self._actions.append(record)
-        if record.kind in self._costs:
-            self._costs[record.kind] += record.cost
-        self._costs["total"] += record.cost
-        self._budget_left = max(0.0, self._budget_left - record.cost)
-        self._last_error = record.error
+        self._record(record)
         terminated = record.kind == "stop"
-        stop_reason = self._stop_reason(terminated)
-        truncated = stop_reason in ("budget", "max_steps")
-        reward, components, trajectory = 0.0, {}, None
-        if stop_reason is not None:
-            self._done = True
-            trajectory = self._trajectory(stop_reason)
-            result = self._get_judge().score(trajectory)
-            reward, components = float(result.total), {k: float(v) for k, v in result.components.items()}
-        info = self._info(record.kind, record.error, stop_reason, components, trajectory)
-        return self._observe(), reward, terminated, truncated, info
+        return self._outcome(record.kind, record.error, self._stop_reason(terminated), terminated)
+
+    def force_stop(self, cut_text: str | None = None) -> tuple[str, float, bool, bool, StepInfo]:
+        """End the episode for the caller (a rollout out of turns or tokens) without a policy action.
+
+        A forced stop is recorded as a zero-cost `forced` action, which the judge does not grade as
+        the policy's. `cut_text`, the policy's turn cut at the caller's token limit, is first recorded
+        as an invalid action (`CUT_TURN_ERROR`, costing `invalid_cost` at most the budget left).
+
+        Returns:
+            The `step` tuple of the last step: terminated False, truncated True, `stop_reason` `forced`,
+            the judge's total J as reward, `reward_components` and `trajectory` in info.
+
+        Raises:
+            RolloutError: called before `reset` or after the episode ended, or `cut_text` is not a string.
+        """
+        self._check_running("force_stop", "" if cut_text is None else cut_text)
+        self.last_search_s = 0.0
+        if cut_text is not None:
+            step, self._step = self._step, self._step + 1
+            self._record(self._invalid(step, cut_text, CUT_TURN_ERROR))
+        self._record(ActionRecord(step=self._step, text="", kind="forced"))
+        return self._outcome("forced", CUT_TURN_ERROR if cut_text is not None else None, "forced", False)
 
     def render(self) -> str | None:
         """The current observation text in `ansi` mode; None otherwise."""
@@ -209,6 +218,7 @@ class RetrievalEnv(gym.Env[str, str]):
         self._entry_cache: dict[str, MemoryEntry] = {}
         self._set_query(task.question)
         self._retrieve()
+        self._initial_turn_ids = sorted({turn_id for entry in self._working for turn_id in entry.source_turn_ids})
 
     def _set_query(self, query: str) -> None:
         """Make `query` current and embed it once (every frontier ranking until the next refine reuses it)."""
@@ -300,6 +310,36 @@ class RetrievalEnv(gym.Env[str, str]):
         cost = min(self.config.invalid_cost, self._budget_left)
         return ActionRecord(step=step, text=text, kind="invalid", ids=ids or [], query=query, error=error, cost=cost)
 
+    def _check_running(self, method: str, text: object) -> None:
+        """Refuse a step outside a running episode, or a policy text that is not a string."""
+        if self._done or self._task is None:
+            raise RolloutError(f"{method}() called on a finished or never-started episode; call reset() first.")
+        if not isinstance(text, str):
+            raise RolloutError(f"{method}() takes the policy's text (str), got {type(text).__name__}.")
+
+    def _record(self, record: ActionRecord) -> None:
+        """Append an action to the episode and charge its cost to the budget."""
+        self._actions.append(record)
+        if record.kind in self._costs:
+            self._costs[record.kind] += record.cost
+        self._costs["total"] += record.cost
+        self._budget_left = max(0.0, self._budget_left - record.cost)
+        self._last_error = record.error
+
+    def _outcome(
+        self, kind: ActionKind, error: str | None, stop_reason: StopReason | None, terminated: bool
+    ) -> tuple[str, float, bool, bool, StepInfo]:
+        """The step tuple after an action; when `stop_reason` is set, end the episode and score it."""
+        reward, components, trajectory = 0.0, {}, None
+        if stop_reason is not None:
+            self._done = True
+            trajectory = self._trajectory(stop_reason)
+            result = self._get_judge().score(trajectory)
+            reward, components = float(result.total), {k: float(v) for k, v in result.components.items()}
+        truncated = stop_reason is not None and not terminated
+        info = self._info(kind, error, stop_reason, components, trajectory)
+        return self._observe(), reward, terminated, truncated, info
+
     def _stop_reason(self, terminated: bool) -> StopReason | None:
         """Why the episode ends after this step, or None while it goes on."""
         if terminated:
@@ -325,6 +365,7 @@ class RetrievalEnv(gym.Env[str, str]):
             budget_spent=self.config.budget - self._budget_left,
             stop_reason=stop_reason,
             context_tokens=count_tokens(context, self.tokenizer) if context else 0,
+            initial_turn_ids=list(self._initial_turn_ids),
         )
 
     def _observe(self) -> str:
@@ -385,3 +426,60 @@ class RetrievalEnv(gym.Env[str, str]):
 
             self._judge = TrajectoryJudge(self.config.judge)
         return self._judge
+
+    # ---- planning ------------------------------------------------------------------------------
+
+    def snapshot(self) -> EnvSnapshot:
+        """The episode's mutable state, so a planner (the oracle) can try an action and go back."""
+        if self._task is None:
+            raise RolloutError("snapshot() needs a started episode; call reset() first.")
+        return EnvSnapshot(
+            done=self._done,
+            step=self._step,
+            budget_left=self._budget_left,
+            costs=dict(self._costs),
+            actions=list(self._actions),
+            last_error=self._last_error,
+            working=list(self._working),
+            frontier=list(self._frontier),
+            query=self._query,
+            query_vector=self._query_vector,
+            observation=self._observation,
+        )
+
+    def restore(self, snapshot: EnvSnapshot) -> None:
+        """Return the current episode to a state taken by `snapshot()` (same task)."""
+        self._done = snapshot.done
+        self._step = snapshot.step
+        self._budget_left = snapshot.budget_left
+        self._costs = dict(snapshot.costs)
+        self._actions = list(snapshot.actions)
+        self._last_error = snapshot.last_error
+        self._working = list(snapshot.working)
+        self._working_ids = {entry.id for entry in snapshot.working}
+        self._frontier = list(snapshot.frontier)
+        self._query = snapshot.query
+        self._query_vector = snapshot.query_vector
+        self._observation = snapshot.observation
+
+
+@dataclass(frozen=True)
+class EnvSnapshot:
+    """A `RetrievalEnv` episode's mutable state (entries and records are shared, never mutated)."""
+
+    done: bool
+    step: int
+    budget_left: float
+    costs: dict[str, float]
+    actions: list[ActionRecord]
+    last_error: str | None
+    working: list[MemoryEntry]
+    frontier: list[FrontierView]
+    query: str
+    query_vector: Any
+    observation: str
+
+    @property
+    def turn_ids(self) -> set[str]:
+        """Source turn ids covered by the working set (what evidence recall counts)."""
+        return {turn_id for entry in self.working for turn_id in entry.source_turn_ids}

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
 from memora_rl.data.records import Task
 from memora_rl.memory.records import MemoryEntry
 
-ActionKind = Literal["expand", "refine", "stop", "invalid"]
-StopReason = Literal["stop", "budget", "max_steps"]
+ActionKind = Literal["expand", "refine", "stop", "invalid", "forced"]
+"""`forced` is no policy action: the caller (a rollout out of turns or tokens) ended the episode."""
+StopReason = Literal["stop", "budget", "max_steps", "forced"]
+ACTION_KINDS: tuple[ActionKind, ...] = get_args(ActionKind)
+"""Every action kind: the policy's four, then `forced`."""
 
 
 class ActionRecord(BaseModel):
-    """One policy turn: the raw text, how it parsed, and what it cost."""
+    """One policy turn (or the caller's forced stop): the raw text, how it parsed, and what it cost."""
 
     step: int
     text: str
-    """The policy's raw output for this turn."""
+    """The policy's raw output for this turn (empty for a `forced` stop)."""
     kind: ActionKind
     ids: list[str] = Field(default_factory=list)
     """Entry ids asked for by an expand (as written by the policy)."""
@@ -44,16 +47,27 @@ class Trajectory(BaseModel):
     stop_reason: StopReason | None = None
     context_tokens: int = 0
     """Tokens of retrieved context handed to an answerer (policy tokenizer, or whitespace words)."""
+    initial_turn_ids: list[str] = Field(default_factory=list)
+    """Source turn ids of the working set right after reset, before any action (sorted)."""
+
+    @property
+    def policy_actions(self) -> list[ActionRecord]:
+        """The policy's own actions: every action but a `forced` stop."""
+        return [action for action in self.actions if action.kind != "forced"]
+
+    def action_count(self, kind: ActionKind) -> int:
+        """Number of actions of one kind."""
+        return sum(action.kind == kind for action in self.actions)
 
     @property
     def refines(self) -> int:
         """Number of refine actions."""
-        return sum(action.kind == "refine" for action in self.actions)
+        return self.action_count("refine")
 
     @property
     def invalid_actions(self) -> int:
-        """Number of actions that did not parse or were not allowed."""
-        return sum(action.kind == "invalid" for action in self.actions)
+        """Number of actions that did not parse, were not allowed, or were cut at the token limit."""
+        return self.action_count("invalid")
 
     @property
     def retrieved_turn_ids(self) -> set[str]:

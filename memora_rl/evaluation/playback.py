@@ -60,7 +60,7 @@ def graph_record(task: Task, result: EpisodeResult, verdict: AnswerVerdict | Non
         retrieved_turn_ids=sorted(trajectory.retrieved_turn_ids),
         evidence_recall=evidence_recall(trajectory),
         context_tokens=trajectory.context_tokens,
-        steps=len(trajectory.actions),
+        steps=len(trajectory.policy_actions),
         action_counts=dict(Counter(action.kind for action in trajectory.actions)),
         judge_total=result.reward,
         search_latency_s=result.timing.search_s if result.timing.search_s is not None else result.timing.env_s,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from memora_rl.export.folder import ADAPTER_DIR, MERGED_DIR, ExportManifest
@@ -55,6 +56,15 @@ def _train_metrics(metrics: dict[str, Any]) -> list[str]:
     return [f"- `{key}`: {_number(metrics[key])}" for key in keys[:25]]
 
 
+def _set_flags(overrides: list[str]) -> str:
+    """`memora-rl eval` options that repeat the run's env overrides (quoted for the shell).
+
+    >>> _set_flags(["env.max_steps=5", "env.judge.answerer.model=my model"])
+    " --set env.max_steps=5 --set 'env.judge.answerer.model=my model'"
+    """
+    return "".join(f" --set {shlex.quote(override)}" for override in overrides)
+
+
 def render_model_card(manifest: ExportManifest) -> str:
     """README.md of an export: what it is, how to load and serve it, training setup, data split, metrics."""
     config = manifest.train_config
@@ -81,13 +91,15 @@ def render_model_card(manifest: ExportManifest) -> str:
         "",
         "## Use",
         "```bash",
-        f"memora-rl eval --env {manifest.env or '<env>'} --policy <this folder> --split test",
+        f"memora-rl eval --env {manifest.env or '<env>'}{_set_flags(manifest.env_overrides)} "
+        "--policy <this folder> --split test",
         "python -m vllm.entrypoints.openai.api_server --model <base model> --enable-lora \\",
         f"    --lora-modules policy=<this folder>/{ADAPTER_DIR} --max-lora-rank {lora.get('r', 8)}",
         "```",
         "",
         "## Training",
-        f"- Env: `{manifest.env}`; split `{split.get('split', '?')}` with {len(split.get('task_ids', []))} tasks",
+        f"- Env: `{manifest.env}`; split `{split.get('split', '?')}` with {len(split.get('task_ids', []))} tasks"
+        + (f"; overrides `{' '.join(manifest.env_overrides)}`" if manifest.env_overrides else ""),
         f"- GRPO: {json.dumps(config.get('grpo', {}), sort_keys=True)}",
         f"- Backend: {config.get('backend', '?')}; seed {config.get('seed', '?')}",
         "- Full resolved config and task ids: `export.json`",

@@ -68,6 +68,8 @@ class ExportManifest(BaseModel):
     """Optimizer step of the adapter (None for `final` when the run logged no step)."""
     env: str | None = None
     """Env the policy was trained on."""
+    env_overrides: list[str] = Field(default_factory=list)
+    """The run's dotted `key=value` overrides of that env's spec (`TrainConfig.env_overrides`)."""
     adapter: dict[str, Any] = Field(default_factory=dict)
     """LoRA rank, alpha and target modules."""
     merged: bool = False

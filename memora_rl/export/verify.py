@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
@@ -27,14 +27,16 @@ VERIFY_NEW_TOKENS = 48
 """Token limit of the checked action (one JSON action is 10-30 tokens)."""
 
 
-def first_step_fixture(env_name: str, tokenizer: Any) -> tuple[Any, list[dict[str, str]], dict[str, Any]]:
-    """An env reset on its first test task (else its first task): the env, the chat and the info."""
+def first_step_fixture(
+    env_name: str, tokenizer: Any, overrides: Sequence[str] = ()
+) -> tuple[Any, list[dict[str, str]], dict[str, Any]]:
+    """An env (with spec `overrides`) reset on its first test task (else its first task): the env, chat and info."""
     from memora_rl.env.registry import make_env
     from memora_rl.policy.render import initial_messages
 
-    env, tasks = make_env(env_name, split="test", tokenizer=tokenizer)
+    env, tasks = make_env(env_name, split="test", overrides=overrides, tokenizer=tokenizer)
     if not tasks:
-        env, tasks = make_env(env_name, split="all", tokenizer=tokenizer)
+        env, tasks = make_env(env_name, split="all", overrides=overrides, tokenizer=tokenizer)
     if not tasks:
         raise ExportError(f"Env {env_name!r} has no tasks to verify the export on; pass --verify-env synthetic.")
     observation, info = env.reset(seed=0, options={"task": tasks[0]})
@@ -47,10 +49,11 @@ def _step_record(
     act: Callable[[list[dict[str, str]], dict[str, Any]], str],
     env_name: str,
     tokenizer: Any,
+    overrides: Sequence[str] = (),
 ) -> VerificationRecord:
     """Play one env step with `act` and record what the policy wrote."""
     started = time.perf_counter()
-    env, messages, info = first_step_fixture(env_name, tokenizer)
+    env, messages, info = first_step_fixture(env_name, tokenizer, overrides)
     try:
         action = act(messages, info)
         _, _, _, _, step_info = env.step(action)
@@ -69,7 +72,7 @@ def _step_record(
     return record
 
 
-def verify_transformers(export: Export, env_name: str) -> list[VerificationRecord]:
+def verify_transformers(export: Export, env_name: str, overrides: Sequence[str] = ()) -> list[VerificationRecord]:
     """Load the adapter (and the merged model) with transformers; each plays one greedy env step."""
     from memora_rl.llm.registry import load_tokenizer
     from memora_rl.policy.llm_policy import TransformersPolicy
@@ -85,7 +88,9 @@ def verify_transformers(export: Export, env_name: str) -> list[VerificationRecor
                 f"transformers could not load the exported {weights} from {export.path}: {error}"
             ) from error
         generate = TransformersPolicy(model, tokenizer, max_new_tokens=VERIFY_NEW_TOKENS).generate
-        records.append(_step_record("transformers", weights, lambda m, i, g=generate: g(m), env_name, tokenizer))
+        records.append(
+            _step_record("transformers", weights, lambda m, i, g=generate: g(m), env_name, tokenizer, overrides)
+        )
     _warn_if_texts_differ(records)
     return records
 
@@ -122,13 +127,16 @@ def _server(model: str, served_name: str, base_url: str | None, lora_rank: int) 
     return VLLMServer(ServerConfig(model=model, served_name=served_name, dtype="float32", max_lora_rank=rank))
 
 
-def verify_vllm(export: Export, env_name: str, base_url: str | None) -> list[VerificationRecord]:
+def verify_vllm(
+    export: Export, env_name: str, base_url: str | None, overrides: Sequence[str] = ()
+) -> list[VerificationRecord]:
     """Serve the adapter with vLLM (`--enable-lora`, hot-loaded) and the merged model; each plays one env step.
 
     Args:
         export: The export to check.
         env_name: Env to play the step in.
         base_url: A running vLLM server with runtime LoRA that serves the same base model; None starts one.
+        overrides: Dotted `key=value` overrides of the env spec (the run's `env_overrides`).
     """
     from memora_rl.llm.registry import load_tokenizer
     from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
@@ -140,15 +148,15 @@ def verify_vllm(export: Export, env_name: str, base_url: str | None) -> list[Ver
         name = f"{ADAPTER_CHECK_NAME}-{export.manifest.export_id}"
         load_lora_adapter(server.base_url, name, Path(export.adapter_dir).resolve(), inplace=True)
         try:
-            records.append(_step_record("vllm", "adapter", _served_chat(server.base_url, name), env_name, tokenizer))
+            chat = _served_chat(server.base_url, name)
+            records.append(_step_record("vllm", "adapter", chat, env_name, tokenizer, overrides))
         finally:
             unload_lora_adapter(server.base_url, name)
     if export.has_merged:
         merged = str(export.merged_dir.resolve())
         with _server(merged, "export-merged", None, rank) as server:
-            records.append(
-                _step_record("vllm", "merged", _served_chat(server.base_url, server.model), env_name, tokenizer)
-            )
+            chat = _served_chat(server.base_url, server.model)
+            records.append(_step_record("vllm", "merged", chat, env_name, tokenizer, overrides))
     _warn_if_texts_differ(records)
     return records
 
@@ -163,11 +171,15 @@ def _warn_if_texts_differ(records: list[VerificationRecord]) -> None:
 def verify_export(
     export: Export, mode: VerifyMode, env_name: str | None = None, base_url: str | None = None
 ) -> list[VerificationRecord]:
-    """Run the checks `mode` asks for (`vllm` runs the transformers check too)."""
+    """Run the checks `mode` asks for (`vllm` runs the transformers check too).
+
+    The run's env is played with the run's `env_overrides`; another env (`env_name`) without them.
+    """
     if mode == "none":
         return []
     env = env_name or export.manifest.env or DEFAULT_VERIFY_ENV
-    records = verify_transformers(export, env)
+    overrides = export.manifest.env_overrides if env == export.manifest.env else []
+    records = verify_transformers(export, env, overrides)
     if mode == "vllm":
-        records += verify_vllm(export, env, base_url)
+        records += verify_vllm(export, env, base_url, overrides)
     return records

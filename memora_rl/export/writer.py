@@ -161,6 +161,7 @@ def build_manifest(source: RunSource, request: ExportRequest, adapter_config: di
         source_checkpoint=source.checkpoint_name,
         step=source.step,
         env=source.config.get("env") or source.data_split.get("env"),
+        env_overrides=list(source.config.get("env_overrides") or []),
         adapter={key: adapter_config.get(key) for key in ("r", "lora_alpha", "lora_dropout", "target_modules")},
         merged=request.merge,
         merged_dtype=MERGED_DTYPE if request.merge else None,

@@ -35,7 +35,7 @@ class JudgeConfig(StrictModel):
     cost_weight: float = Field(default=0.4, ge=0.0)
     """w_c, weight of cost C (budget spent / budget + refine_cost per refine)."""
     format_weight: float = Field(default=0.1, ge=0.0)
-    """w_f, weight of the format score F (share of actions that parsed and were allowed, [0, 1]).
+    """w_f, weight of the format score F (share of the policy's actions that parsed and were allowed, [0, 1]).
     A small positive value gives a tiny policy a learning signal before it retrieves anything."""
     redundancy_delta: float = Field(default=0.9, ge=-1.0, le=1.0)
     """Cosine threshold (on L2-normalised value embeddings) at or above which two entries count as redundant."""

@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from memora_rl.env.trajectory import Trajectory
+from memora_rl.env.trajectory import ACTION_KINDS, ActionKind, Trajectory
 from memora_rl.errors import RolloutError
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -44,10 +44,34 @@ def evidence_recall(trajectory: Trajectory) -> float:
     >>> evidence_recall(Trajectory(task=task, graph_id="g", retrieved=[hit], budget=4))
     0.5
     """
-    evidence = set(trajectory.task.evidence)
-    if not evidence:
+    return _recall(trajectory.task.evidence, trajectory.retrieved_turn_ids)
+
+
+def initial_recall(trajectory: Trajectory) -> float:
+    """G0: evidence recall of the working set right after reset, before the policy acted.
+
+    Range [0, 1]; 1.0 for a task with no evidence turns, as `evidence_recall` scores it.
+
+    >>> from memora_rl.data.records import Task
+    >>> task = Task(id="q", conversation_id="c", question="?", answer="a", evidence=["D1:1", "D2:4"],
+    ...             category="temporal")
+    >>> initial_recall(Trajectory(task=task, graph_id="g", budget=4, initial_turn_ids=["D2:4", "D3:1"]))
+    0.5
+    """
+    return _recall(trajectory.task.evidence, set(trajectory.initial_turn_ids))
+
+
+def recall_gain(trajectory: Trajectory) -> float:
+    """What the policy's actions added to the evidence recall: G - G0 (range [0, 1]; actions never remove entries)."""
+    return evidence_recall(trajectory) - initial_recall(trajectory)
+
+
+def _recall(evidence: list[str], turn_ids: set[str]) -> float:
+    """Share of the evidence turns in `turn_ids`; 1.0 when there is no evidence."""
+    gold = set(evidence)
+    if not gold:
         return 1.0
-    return len(evidence & trajectory.retrieved_turn_ids) / len(evidence)
+    return len(gold & turn_ids) / len(gold)
 
 
 def pairwise_redundancy(vectors: np.ndarray, delta: float) -> float:
@@ -146,9 +170,11 @@ def make_cost_reward(refine_cost: float = 0.1) -> CostReward:
 
 
 def format_score(trajectory: Trajectory) -> float:
-    """Share of the policy's actions that parsed and were allowed; each invalid action lowers it.
+    """Share of the policy's own actions that parsed and were allowed; each invalid action lowers it.
 
-    Range [0, 1]; an episode with no actions scores 0.0 (the policy produced nothing usable).
+    A `forced` stop (the rollout closed the episode) is not the policy's action: it is neither
+    valid nor counted. A turn cut at the token limit is recorded as invalid, so it lowers F.
+    Range [0, 1]; an episode with no policy actions scores 0.0 (the policy produced nothing usable).
 
     >>> from memora_rl.data.records import Task
     >>> from memora_rl.env.trajectory import ActionRecord
@@ -156,10 +182,19 @@ def format_score(trajectory: Trajectory) -> float:
     >>> actions = [ActionRecord(step=0, text="oops", kind="invalid"), ActionRecord(step=1, text="{}", kind="stop")]
     >>> format_score(Trajectory(task=task, graph_id="g", actions=actions, budget=4))
     0.5
+    >>> forced = [ActionRecord(step=0, text="{}", kind="stop"), ActionRecord(step=1, text="", kind="forced")]
+    >>> format_score(Trajectory(task=task, graph_id="g", actions=forced, budget=4))
+    1.0
     """
-    if not trajectory.actions:
+    policy_actions = trajectory.policy_actions
+    if not policy_actions:
         return 0.0
-    return 1.0 - trajectory.invalid_actions / len(trajectory.actions)
+    return 1.0 - trajectory.invalid_actions / len(policy_actions)
+
+
+def valid_action_rate(trajectory: Trajectory) -> float:
+    """Policy actions that parsed and were allowed / policy actions (logged only; equals F, in [0, 1])."""
+    return format_score(trajectory)
 
 
 def normalize_answer(text: str) -> list[str]:
@@ -217,8 +252,8 @@ def context_tokens(trajectory: Trajectory) -> float:
 
 
 def steps(trajectory: Trajectory) -> float:
-    """Number of policy actions in the episode (logged only; >= 0)."""
-    return float(len(trajectory.actions))
+    """Number of the policy's actions in the episode, a `forced` stop excluded (logged only; >= 0)."""
+    return float(len(trajectory.policy_actions))
 
 
 def refines(trajectory: Trajectory) -> float:
@@ -231,10 +266,26 @@ def invalid_actions(trajectory: Trajectory) -> float:
     return float(trajectory.invalid_actions)
 
 
+class ActionCount:
+    """Named callable: the number of actions of one kind (logged only; >= 0)."""
+
+    def __init__(self, kind: ActionKind) -> None:
+        self.kind = kind
+        self.__name__ = f"actions_{kind}"
+
+    def __call__(self, trajectory: Trajectory) -> float:
+        """Actions of `kind` in the trajectory."""
+        return float(trajectory.action_count(self.kind))
+
+
 EPISODE_METRICS = {
+    "initial_recall": initial_recall,
+    "recall_gain": recall_gain,
+    "valid_action_rate": valid_action_rate,
     "context_tokens": context_tokens,
     "steps": steps,
     "refines": refines,
     "invalid_actions": invalid_actions,
+    **{f"actions_{kind}": ActionCount(kind) for kind in ACTION_KINDS},
 }
 """Logged-only episode metrics, by component name."""

@@ -7,12 +7,20 @@ Components (keys of `JudgeResult.components`, logged as `reward/{name}`):
 | `correctness`     | +w_g    | G from the configured grader (evidence recall, LLM label or token F1)|
 | `redundancy`      | -w_r    | R, share of retrieved pairs with value cosine >= delta               |
 | `cost`            | -w_c    | C, budget spent / budget + refine_cost per refine                    |
-| `format`          | +w_f    | F, share of actions that parsed and were allowed                     |
+| `format`          | +w_f    | F, share of the policy's actions that parsed and were allowed        |
 | `evidence_recall` | 0       | always logged (model-free)                                           |
 | `answer_correct`  | 0       | 1/0 LLM label (answer_llm grader only)                               |
 | `token_f1`,`bleu1`| 0       | of the answer against the gold answer (answer graders only)          |
+| `initial_recall`  | 0       | G0, evidence recall of the working set right after reset             |
+| `recall_gain`     | 0       | evidence_recall - initial_recall: what the policy's actions added    |
+| `valid_action_rate` | 0     | valid policy actions / policy actions (F, logged whatever w_f is)    |
 | `context_tokens`, `steps`, `refines`, `invalid_actions` | 0 | logged-only episode metrics  |
+| `actions_expand`, `actions_refine`, `actions_stop`, `actions_invalid`, `actions_forced` | 0 | action mix (counts) |
 | `total`           |         | the weighted sum J                                                   |
+
+A `forced` action is the rollout closing an episode that ran out of turns or tokens
+(`RetrievalEnv.force_stop`): it is not the policy's, so F, `valid_action_rate` and `steps`
+leave it out; a policy turn cut at the token limit is recorded as `invalid`.
 """
 
 from __future__ import annotations

@@ -38,6 +38,34 @@ ERROR_TEMPLATE = "Your last action was invalid: {error}"
 INSTRUCTION = "Reply with one JSON action."
 ELLIPSIS = "…"
 
+# Compact mode (`render_observation(..., compact=True)`): the same facts in about half the tokens, for
+# multi-turn training where every turn's observation stays in the context. Frontier items drop their
+# anchor, values are capped, the costs and the reply format are stated once in the system prompt.
+COMPACT_SYSTEM_PROMPT = (
+    "You search a memory graph for the memories that answer a question.\n"
+    "Each turn shows the question, the memories retrieved so far (id abstraction: value), "
+    "the linked memories you may expand (id abstraction) and the budget left.\n"
+    "Reply with one JSON object only:\n"
+    '{"action": "expand", "ids": ["e12", "e40"]} adds linked memories (costs per id);\n'
+    '{"action": "refine", "query": "better search words"} searches again;\n'
+    '{"action": "stop"} ends once the retrieved memories answer the question.\n'
+    "Skip duplicates and spend little budget."
+)
+COMPACT_QUESTION_TEMPLATE = "Q: {question}"
+COMPACT_QUERY_TEMPLATE = "Query: {query}"
+COMPACT_WORKING_SET_HEADER = "Retrieved:"
+COMPACT_WORKING_SET_EMPTY = "Retrieved: none"
+COMPACT_ENTRY_TEMPLATE = "{entry_id} {abstraction}: {value}"
+COMPACT_FRONTIER_HEADER = "Linked (expand up to {max_ids}):"
+COMPACT_FRONTIER_EMPTY = "Linked: none (refine or stop)"
+COMPACT_FRONTIER_TEMPLATE = "{entry_id} {abstraction}"
+COMPACT_BUDGET_TEMPLATE = (
+    "Budget {budget_left:g}/{budget:g} (expand {expand_cost:g}/id, refine {refine_cost:g}), step {step}/{max_steps}."
+)
+COMPACT_ERROR_TEMPLATE = "Invalid last action: {error}"
+COMPACT_VALUE_TOKENS = 32
+"""Tokens of one working-set value at most in compact mode (longer values end in an ellipsis)."""
+
 _GRAPH = "example"
 
 

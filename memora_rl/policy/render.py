@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, Protocol
 
@@ -98,35 +99,92 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The templates one rendering mode lays an observation out with (see `memora_rl.policy.prompts`)."""
+
+    question: str
+    query: str
+    working_set_header: str
+    working_set_empty: str
+    entry: str
+    frontier_header: str
+    frontier_empty: str
+    frontier_item: str
+    budget: str
+    error: str
+    instruction: str | None
+    value_tokens: int | None
+    """Cap on each working-set value before any budget cut (None: no cap)."""
+
+
+FULL_LAYOUT = Layout(
+    prompts.QUESTION_TEMPLATE,
+    prompts.QUERY_TEMPLATE,
+    prompts.WORKING_SET_HEADER,
+    prompts.WORKING_SET_EMPTY,
+    prompts.ENTRY_TEMPLATE,
+    prompts.FRONTIER_HEADER,
+    prompts.FRONTIER_EMPTY,
+    prompts.FRONTIER_TEMPLATE,
+    prompts.BUDGET_TEMPLATE,
+    prompts.ERROR_TEMPLATE,
+    prompts.INSTRUCTION,
+    None,
+)
+"""The default layout: labelled sections, anchors on frontier items, a closing instruction."""
+COMPACT_LAYOUT = Layout(
+    prompts.COMPACT_QUESTION_TEMPLATE,
+    prompts.COMPACT_QUERY_TEMPLATE,
+    prompts.COMPACT_WORKING_SET_HEADER,
+    prompts.COMPACT_WORKING_SET_EMPTY,
+    prompts.COMPACT_ENTRY_TEMPLATE,
+    prompts.COMPACT_FRONTIER_HEADER,
+    prompts.COMPACT_FRONTIER_EMPTY,
+    prompts.COMPACT_FRONTIER_TEMPLATE,
+    prompts.COMPACT_BUDGET_TEMPLATE,
+    prompts.COMPACT_ERROR_TEMPLATE,
+    None,
+    prompts.COMPACT_VALUE_TOKENS,
+)
+"""Compact layout for multi-turn training: short labels, no anchors, capped values, no instruction line."""
+
+
+def layout_for(compact: bool) -> Layout:
+    """`COMPACT_LAYOUT` when `compact`, else `FULL_LAYOUT`."""
+    return COMPACT_LAYOUT if compact else FULL_LAYOUT
+
+
 def _compose(
     state: ObservationState,
     abstractions: Sequence[str],
     values: Sequence[str],
     frontier: Sequence[FrontierView],
     frontier_abstractions: Sequence[str],
+    layout: Layout = FULL_LAYOUT,
 ) -> str:
     """Lay out the observation from already-shortened parts."""
-    lines = [prompts.QUESTION_TEMPLATE.format(question=state.question.strip())]
+    lines = [layout.question.format(question=state.question.strip())]
     if one_line(state.query) != one_line(state.question):
-        lines.append(prompts.QUERY_TEMPLATE.format(query=one_line(state.query)))
+        lines.append(layout.query.format(query=one_line(state.query)))
     if state.working_set:
-        lines.append(prompts.WORKING_SET_HEADER.format(count=len(state.working_set)))
+        lines.append(layout.working_set_header.format(count=len(state.working_set)))
         for entry, abstraction, value in zip(state.working_set, abstractions, values, strict=True):
-            lines.append(prompts.ENTRY_TEMPLATE.format(entry_id=entry.id, abstraction=abstraction, value=value))
+            lines.append(layout.entry.format(entry_id=entry.id, abstraction=abstraction, value=value))
     else:
-        lines.append(prompts.WORKING_SET_EMPTY)
+        lines.append(layout.working_set_empty)
     if frontier:
-        lines.append(prompts.FRONTIER_HEADER.format(count=len(frontier), max_ids=state.max_ids_per_expand))
+        lines.append(layout.frontier_header.format(count=len(frontier), max_ids=state.max_ids_per_expand))
         for item, abstraction in zip(frontier, frontier_abstractions, strict=True):
             lines.append(
-                prompts.FRONTIER_TEMPLATE.format(
+                layout.frontier_item.format(
                     entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction
                 )
             )
     else:
-        lines.append(prompts.FRONTIER_EMPTY)
+        lines.append(layout.frontier_empty)
     lines.append(
-        prompts.BUDGET_TEMPLATE.format(
+        layout.budget.format(
             budget_left=round(state.budget_left, 3),
             budget=round(state.budget, 3),
             expand_cost=state.expand_cost_per_id,
@@ -136,8 +194,9 @@ def _compose(
         )
     )
     if state.last_error:
-        lines.append(prompts.ERROR_TEMPLATE.format(error=one_line(state.last_error)))
-    lines.append(prompts.INSTRUCTION)
+        lines.append(layout.error.format(error=one_line(state.last_error)))
+    if layout.instruction:
+        lines.append(layout.instruction)
     return "\n".join(lines)
 
 
@@ -187,26 +246,34 @@ def _largest_part_cap(
 
 
 def render_observation(
-    state: ObservationState, tokenizer: Tokenizer | None = None, max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
+    state: ObservationState,
+    tokenizer: Tokenizer | None = None,
+    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+    compact: bool = False,
 ) -> str:
     """Render the user turn for `state` within `max_prompt_tokens` tokens.
 
     Values are cut first (each to a common token cap, the largest that fits), then
     abstractions, then the lowest-ranked frontier items are dropped. The question, ids,
     budget line and instruction are never cut; if they alone exceed the budget the text
-    is returned over budget and a warning is logged.
+    is returned over budget and a warning is logged. `compact` uses `COMPACT_LAYOUT`
+    (about half the tokens; for multi-turn training, where every observation stays in context).
     """
+    layout = layout_for(compact)
     meter = TokenMeter(tokenizer)
     abstractions = [one_line(entry.abstraction) for entry in state.working_set]
     values = [one_line(entry.value) for entry in state.working_set]
+    if layout.value_tokens is not None:
+        values = [meter.shorten(value, layout.value_tokens) for value in values]
     frontier = list(state.frontier)
     frontier_abstractions = [one_line(item.abstraction) for item in frontier]
-    full = _compose(state, abstractions, values, frontier, frontier_abstractions)
+    full = _compose(state, abstractions, values, frontier, frontier_abstractions, layout)
     if meter.count(full) <= max_prompt_tokens:
         return full
 
     def with_value_cap(cap: int) -> str:
-        return _compose(state, abstractions, [meter.shorten(v, cap) for v in values], frontier, frontier_abstractions)
+        shortened = [meter.shorten(v, cap) for v in values]
+        return _compose(state, abstractions, shortened, frontier, frontier_abstractions, layout)
 
     cap = _largest_part_cap(with_value_cap, meter, max_prompt_tokens, [meter.count(v) for v in values])
     if cap is not None:
@@ -220,6 +287,7 @@ def render_observation(
             values,
             frontier,
             [meter.shorten(a, cap) for a in frontier_abstractions],
+            layout,
         )
 
     parts = [meter.count(a) for a in abstractions + frontier_abstractions]
@@ -230,7 +298,7 @@ def render_observation(
     short_frontier = [meter.shorten(a, 0) for a in frontier_abstractions]
 
     def with_frontier_size(size: int) -> str:
-        return _compose(state, abstractions, values, frontier[:size], short_frontier[:size])
+        return _compose(state, abstractions, values, frontier[:size], short_frontier[:size], layout)
 
     size = _largest_fitting_cap(with_frontier_size, meter, max_prompt_tokens, len(frontier))
     text = with_frontier_size(size or 0)
@@ -245,23 +313,34 @@ def render_observation(
 
 
 @cache
-def few_shot_messages() -> tuple[tuple[str, str], ...]:
-    """The few-shot episode as (user, assistant) text pairs, rendered like live observations."""
+def few_shot_messages(compact: bool = False) -> tuple[tuple[str, str], ...]:
+    """The few-shot episode as (user, assistant) text pairs, rendered like live observations (same layout)."""
     return tuple(
-        (render_observation(state, max_prompt_tokens=10_000), format_action(action))
+        (render_observation(state, max_prompt_tokens=10_000, compact=compact), format_action(action))
         for state, action in prompts.FEW_SHOT_EPISODE
     )
 
 
-def initial_messages(observation: str) -> list[dict[str, str]]:
+def system_prompt(compact: bool = False) -> str:
+    """The policy's system prompt (`COMPACT_SYSTEM_PROMPT` in compact mode)."""
+    return prompts.COMPACT_SYSTEM_PROMPT if compact else prompts.SYSTEM_PROMPT
+
+
+def initial_messages(observation: str, compact: bool = False) -> list[dict[str, str]]:
     """System prompt, the few-shot turns as real chat turns, then the first observation.
 
-    Later turns: append `{"role": "assistant", "content": action_text}` and
-    `{"role": "user", "content": next_observation}`.
+    The few-shot turns appear once, in this prompt; later turns only append to it:
+    `{"role": "assistant", "content": action_text}` and `{"role": "user", "content": next_observation}`.
+    `compact` must match how the env renders its observations (`render_observation(compact=...)`).
     """
-    messages = [{"role": "system", "content": prompts.SYSTEM_PROMPT}]
-    for user_text, assistant_text in few_shot_messages():
+    messages = [{"role": "system", "content": system_prompt(compact)}]
+    for user_text, assistant_text in few_shot_messages(compact):
         messages.append({"role": "user", "content": user_text})
         messages.append({"role": "assistant", "content": assistant_text})
     messages.append({"role": "user", "content": observation})
     return messages
+
+
+def compact_initial_messages(observation: str) -> list[dict[str, str]]:
+    """`initial_messages(observation, compact=True)`, as a one-argument `render_initial` for `EpisodePlayer`."""
+    return initial_messages(observation, compact=True)

@@ -132,6 +132,6 @@ def sample_table(step: int, episodes: list[Episode]) -> Table:
         table.add_column(column)
     for episode in episodes:
         actions = "\n".join(action.strip()[:120] for action in episode.actions)
-        stop = str(episode.final_info.get("stop_reason")) + (" (forced)" if episode.forced_stop else "")
+        stop = str(episode.final_info.get("stop_reason")) + (" (cut)" if episode.cut else "")
         table.add_row(episode.task.question[:80], actions, stop, f"{episode.reward:.3f}")
     return table

@@ -50,7 +50,8 @@ class GRPOSettings(StrictModel):
     temperature: float = Field(1.0, gt=0.0, le=2.0)
     """Sampling temperature; the trainer divides logits by the same value, so they must match."""
     max_turns: int = Field(3, ge=1)
-    """Policy turns per episode at most; when reached, the episode is closed with a forced `stop`."""
+    """Policy turns per episode at most; when reached, the env closes the episode (`force_stop`: not graded
+    as a policy action)."""
     max_new_tokens: int = Field(48, ge=1)
     """Tokens generated per turn at most (one JSON action is about 10-30 tokens)."""
     max_completion_tokens: int = Field(384, ge=8)
@@ -112,6 +113,25 @@ class LoggingSettings(StrictModel):
     """Trajectories written to `samples.jsonl` per step."""
 
 
+class WarmStartSettings(StrictModel):
+    """Supervised warm start on oracle walks before GRPO (stage one)."""
+
+    enabled: bool = False
+    """Run the warm start and train GRPO on top of its merged model (KL reference = warm start)."""
+    epochs: float = Field(2.0, gt=0.0)
+    """Passes over the oracle episodes."""
+    learning_rate: float = Field(2.0e-4, gt=0.0, le=1e-2)
+    """AdamW learning rate of the warm-start LoRA."""
+    gradient_accumulation: int = Field(4, ge=1)
+    """Episodes per optimizer step (one episode per forward pass)."""
+    max_tasks: int | None = Field(None, ge=1)
+    """Oracle episodes from at most the first N training tasks (None: all)."""
+    beam_width: int = Field(6, ge=1)
+    """Oracle beam width."""
+    max_refines: int = Field(2, ge=0)
+    """Refines the oracle may use per walk (queries only from text the policy sees)."""
+
+
 class TrainConfig(StrictModel):
     """One GRPO training run of the retrieval policy (see DESIGN.md §6)."""
 
@@ -121,6 +141,9 @@ class TrainConfig(StrictModel):
     """Base policy model: a registry name, a local folder, or a hub id (`memora_rl.llm.registry`)."""
     env: str = "synthetic"
     """Environment name registered in `memora_rl.env.registry` (see `envs/`)."""
+    env_overrides: list[str] = Field(default_factory=list)
+    """Dotted `key=value` overrides of the env spec (see `resolve_env_spec`), e.g. `env.max_steps=5`,
+    `env.judge.correctness=token_f1`, `env.judge.cost_weight=0.2`; the judge's weights follow them."""
     split: str = "train"
     """Task split the env draws training tasks from."""
     max_tasks: int | None = Field(None, ge=1)
@@ -131,6 +154,8 @@ class TrainConfig(StrictModel):
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
+    """Stage one: supervised fine-tuning on oracle walks, merged into the base before GRPO (off by default)."""
     reward_weights: dict[str, float] | None = None
     """Weight per judge component (the rewards GRPO optimises); None takes them from the env's judge."""
     output_root: Path = Path("checkpoints")
@@ -160,6 +185,9 @@ class TrainConfig(StrictModel):
 
 
 def require_valid(config: TrainConfig) -> None:
-    """Cross-checks that need more than the config itself (rank vs served rank)."""
+    """Cross-checks that need more than the config itself (server choice, env name and overrides)."""
     if config.backend == "vllm" and config.server.url is None and not config.server.start:
         raise ConfigError("backend=vllm needs server.url=<http://host:port/v1> or server.start=true.")
+    from memora_rl.env.registry import resolve_env_spec
+
+    resolve_env_spec(config.env, config.env_overrides)  # a bad env or override fails before the model loads

@@ -25,15 +25,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-FORCED_STOP_ACTION = '{"action": "stop"}'
-"""Sent to the env (never added to the completion) to close an episode that ran out of turns or tokens."""
-
 _ASSISTANT_SENTINEL = "\x00ASSISTANT\x00"
 _OBSERVATION_SENTINEL = "\x00OBSERVATION\x00"
 
 
 class EpisodeEnv(Protocol):
-    """The part of `memora_rl.env.RetrievalEnv` a rollout uses (Gymnasium reset/step)."""
+    """The part of `memora_rl.env.RetrievalEnv` a rollout uses (Gymnasium reset/step, plus force_stop)."""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         """Start an episode on `options["task"]`; return the first observation."""
@@ -41,6 +38,10 @@ class EpisodeEnv(Protocol):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         """Apply one action text; the final step's info holds `reward_components`."""
+        ...
+
+    def force_stop(self, cut_text: str | None = None) -> tuple[str, float, bool, bool, dict]:
+        """End the episode without a policy action (recording a cut turn as invalid); returns the final step."""
         ...
 
 
@@ -128,7 +129,7 @@ class Episode:
     observations: list[str] = field(default_factory=list)
     done: bool = False
     forced_stop: bool = False
-    """True when the rollout closed the episode (turn or token limit) with `FORCED_STOP_ACTION`."""
+    """True when the rollout closed the episode (turn or token limit) with `env.force_stop`."""
     cut: bool = False
     """True when the completion was cut at `max_completion_tokens`."""
     reward: float = 0.0
@@ -192,10 +193,12 @@ class EpisodePlayer:
         """Append the policy's ids, step the env, then append the env's turn (or close the episode).
 
         On the last allowed turn an unfinished episode is closed with a forced stop instead of
-        appending an observation the policy would never answer.
+        appending an observation the policy would never answer. A turn that did not end within
+        the room left by `max_completion_tokens` is cut: it goes to the env's forced stop, which
+        charges it as invalid, instead of being stepped as an action.
         """
         room = self.settings.max_completion_tokens - len(episode.completion_ids)
-        if len(ids) > room:
+        if len(ids) > room or (len(ids) == room and not ended_turn):
             ids, logprobs, episode.cut = ids[:room], logprobs[:room], True
         episode.completion_ids += ids
         episode.logprobs += logprobs
@@ -203,7 +206,7 @@ class EpisodePlayer:
         action = self.tokenizer.decode(ids, skip_special_tokens=True)
         episode.actions.append(action)
         if episode.cut:
-            self._close(episode)
+            self._close(episode, cut_text=action)
             return
         started = time.perf_counter()
         observation, reward, terminated, truncated, info = episode.env.step(action)
@@ -226,14 +229,18 @@ class EpisodePlayer:
         episode.logprobs += [0.0] * len(env_ids)
         episode.env_mask += [0] * len(env_ids)
 
-    def _close(self, episode: Episode) -> None:
-        """End an episode the policy did not end, so the judge still scores what was retrieved."""
+    def _close(self, episode: Episode, cut_text: str | None = None) -> None:
+        """End an episode the policy did not end, so the judge still scores what was retrieved.
+
+        The env records a `forced` action (not graded as the policy's) and, with `cut_text`, the
+        policy's turn cut at the token limit as an invalid action.
+        """
         episode.forced_stop = True
-        _observation, reward, terminated, truncated, info = episode.env.step(FORCED_STOP_ACTION)
+        _observation, reward, terminated, truncated, info = episode.env.force_stop(cut_text)
         if not (terminated or truncated):
             raise RolloutError(
-                f"The env did not end the episode of task {episode.task.id!r} on {FORCED_STOP_ACTION}; "
-                "a stop action must terminate it."
+                f"The env did not end the episode of task {episode.task.id!r} on force_stop(); "
+                "a forced stop must truncate it."
             )
         self._finish(episode, reward, info)
 

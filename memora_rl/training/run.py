@@ -71,23 +71,29 @@ def _write_split(config: TrainConfig, task_ids: list[str]) -> None:
     if config.resume and path.is_file() and json.loads(path.read_text()) != split:
         raise ConfigError(
             f"The tasks of env={config.env!r} split={config.split!r} differ from the ones in {path}; "
-            "resume with the same env, split and max_tasks."
+            "resume with the same env, env_overrides, split and max_tasks."
         )
     path.write_text(json.dumps(split, indent=1))
 
 
 def _load_env(config: TrainConfig, tokenizer: Any) -> tuple[Any, list[Any], Any]:
-    """The env, its training tasks, and a factory for more env instances (one per concurrent episode)."""
+    """The env (with the run's `env_overrides`), its training tasks, and a factory for more env instances.
+
+    The factory makes one env per concurrent episode, each with the same overrides.
+    """
     from memora_rl.env.registry import make_env
 
-    env, tasks = make_env(config.env, split=config.split, tokenizer=tokenizer)
+    def build() -> tuple[Any, list[Any]]:
+        return make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
+
+    env, tasks = build()
     tasks = list(tasks)[: config.max_tasks] if config.max_tasks else list(tasks)
     pool = [env]
 
     def factory() -> Any:
         if pool:
             return pool.pop()
-        return make_env(config.env, split=config.split, tokenizer=tokenizer)[0]
+        return build()[0]
 
     return env, tasks, factory
 
@@ -132,6 +138,10 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     require_valid(config)
     device = resolve_device(config)
     checkpoint = _prepare_run_dir(config)
+    if config.warm_start.enabled:  # stage one; GRPO's base (and KL reference) becomes the merged warm start
+        from memora_rl.training.warmstart import warm_start
+
+        config = config.model_copy(update={"model": str(warm_start(config, device))})
     base_model, tokenizer, lora = build_policy(config, device)
     env, tasks, env_factory = _load_env(config, tokenizer)
     _write_split(config, [task.id for task in tasks])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +20,48 @@ if TYPE_CHECKING:
     from trl import GRPOConfig, GRPOTrainer
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """How one GRPO optimizer step is computed (time against memory); same gradient either way.
+
+    Read from `config.grpo` when it has fields of these names (see `step_settings`), so they
+    can become user-visible `GRPOSettings` fields without touching this module.
+    """
+
+    micro_batch_size: int | None = 2
+    """Episodes per forward/backward pass; the rest of the generation batch is accumulated (None: all)."""
+    share_prompt_prefix: bool = True
+    """Run a prompt once for the episodes that share it (GRPO's group), through a repeated KV cache."""
+    gradient_checkpointing: bool = False
+    """Recompute layer activations in the backward pass (less memory, ~30% more compute; no prefix sharing)."""
+    checkpoint_every_n_layers: int = 1
+    """With gradient checkpointing: checkpoint only every n-th decoder layer (1: all)."""
+
+
+def step_settings(config: TrainConfig) -> StepSettings:
+    """`StepSettings` from the `config.grpo` fields of the same names, defaults where it has none."""
+    defaults = StepSettings()
+    values = {name: getattr(config.grpo, name, getattr(defaults, name)) for name in StepSettings.__dataclass_fields__}
+    return StepSettings(**values)
+
+
+def micro_batching(per_device_batch: int, accumulation: int, micro_batch: int | None) -> tuple[int, int]:
+    """(per-pass batch, accumulation steps) that keep the generation batch `per_device_batch * accumulation`.
+
+    >>> micro_batching(8, 1, 2), micro_batching(8, 2, None), micro_batching(6, 1, 4)
+    ((2, 4), (8, 2), (6, 1))
+    """
+    if micro_batch is None or micro_batch >= per_device_batch or per_device_batch % micro_batch:
+        if micro_batch is not None and micro_batch < per_device_batch:
+            logger.warning(
+                "micro_batch_size=%d does not divide per_device_batch_size=%d; using whole batches.",
+                micro_batch,
+                per_device_batch,
+            )
+        return per_device_batch, accumulation
+    return micro_batch, accumulation * (per_device_batch // micro_batch)
 
 
 def resolve_device(config: TrainConfig) -> str:
@@ -101,11 +145,20 @@ def _netrc_text() -> str:
     return path.read_text() if path.is_file() else ""
 
 
-def build_grpo_config(config: TrainConfig, reward_weights: list[float], device: str) -> GRPOConfig:
-    """Map `TrainConfig` onto TRL's `GRPOConfig` (the settings verified in DESIGN §6a)."""
+def build_grpo_config(
+    config: TrainConfig, reward_weights: list[float], device: str, step: StepSettings | None = None
+) -> GRPOConfig:
+    """Map `TrainConfig` onto TRL's `GRPOConfig` (the settings verified in DESIGN §6a).
+
+    One generation batch (`per_device_batch_size * gradient_accumulation` episodes) is played
+    per optimizer step and trained in passes of `step.micro_batch_size` episodes.
+    """
     from trl import GRPOConfig
 
     grpo = config.grpo
+    step = step or step_settings(config)
+    batch, accumulation = micro_batching(grpo.per_device_batch_size, grpo.gradient_accumulation, step.micro_batch_size)
+    checkpointing = {"use_reentrant": False, "every_n_layers": step.checkpoint_every_n_layers}
     return GRPOConfig(
         output_dir=str(config.output_dir),
         run_name=config.run_name,
@@ -113,9 +166,11 @@ def build_grpo_config(config: TrainConfig, reward_weights: list[float], device: 
         data_seed=config.seed,
         use_cpu=device == "cpu",
         bf16=device == "cuda",
-        gradient_checkpointing=False,
-        per_device_train_batch_size=grpo.per_device_batch_size,
-        gradient_accumulation_steps=grpo.gradient_accumulation,
+        gradient_checkpointing=step.gradient_checkpointing,
+        gradient_checkpointing_kwargs=checkpointing if step.gradient_checkpointing else None,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=accumulation,
         num_generations=grpo.num_generations,
         max_steps=grpo.max_steps,
         learning_rate=grpo.learning_rate,
@@ -149,15 +204,15 @@ def build_trainer(
     reward_funcs: list[Any],
     rollout_func: Any,
     callbacks: list[TrainerCallback],
+    share_prompt_prefix: bool = StepSettings.share_prompt_prefix,
 ) -> GRPOTrainer:
     """The `GRPOTrainer` over our rollout; TRL wraps `model` with `lora` (KL reference = adapter disabled)."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers import set_seed
-    from trl import GRPOTrainer
 
     set_seed(args.seed)  # TRL initialises the LoRA weights before the Trainer seeds itself
 
-    return GRPOTrainer(
+    trainer = memora_trainer_class()(
         model=model,
         reward_funcs=reward_funcs,
         args=args,
@@ -167,3 +222,86 @@ def build_trainer(
         rollout_func=rollout_func,
         callbacks=callbacks,
     )
+    trainer.share_prompt_prefix = share_prompt_prefix
+    return trainer
+
+
+@cache
+def memora_trainer_class() -> type[GRPOTrainer]:
+    """`GRPOTrainer` with the completion-only, prompt-sharing logprob pass (`memora_rl.training.logprobs`)."""
+    from trl import GRPOTrainer
+
+    class MemoraGRPOTrainer(GRPOTrainer):
+        """TRL's trainer; text-only batches are scored by `completion_logps` (same values, less compute)."""
+
+        share_prompt_prefix: bool = True
+        """Run a shared prompt once per group (turned off automatically under gradient checkpointing)."""
+
+        def _get_per_token_logps_and_entropies(
+            self,
+            model: Any,
+            input_ids: Any,
+            attention_mask: Any,
+            logits_to_keep: int,
+            batch_size: int | None = None,
+            compute_entropy: bool = False,
+            compute_aux_loss: bool = False,
+            **kwargs: Any,
+        ) -> tuple[Any, Any, Any]:
+            """TRL's signature; falls back to TRL for multimodal inputs, MoE aux losses and multi-process runs."""
+            parts = self._fast_path_parts(model, compute_aux_loss, kwargs)
+            if parts is None:
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                    **kwargs,
+                )  # fmt: skip
+            return (
+                *self._chunked_logps(parts, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy),
+                None,
+            )
+
+        def _fast_path_parts(self, model: Any, compute_aux_loss: bool, kwargs: dict[str, Any]) -> tuple | None:
+            """(backbone, lm_head) of `model` when our pass applies to this call, else None."""
+            if compute_aux_loss or any(value is not None for value in kwargs.values()):
+                return None
+            if self.accelerator.num_processes > 1 or self.args.cast_lm_head_to_fp32:
+                return None  # a DDP/FSDP wrapper must see the forward; TRL's fp32 head is not reproduced
+            unwrapped = self.accelerator.unwrap_model(model)
+            base = unwrapped.get_base_model() if hasattr(unwrapped, "get_base_model") else unwrapped
+            from memora_rl.training.logprobs import supports_fast_path
+
+            if not supports_fast_path(base.config) or not hasattr(base, "base_model"):
+                return None
+            return base.base_model, base.get_output_embeddings()
+
+        def _chunked_logps(
+            self,
+            parts: tuple,
+            input_ids: Any,
+            attention_mask: Any,
+            logits_to_keep: int,
+            batch_size: int | None,
+            compute_entropy: bool,
+        ) -> tuple[Any, Any]:
+            """`completion_logps` over row chunks of `batch_size` (all rows at once when no gradient is taken)."""
+            import torch
+
+            from memora_rl.training.logprobs import completion_logps
+
+            backbone, lm_head = parts
+            grad = torch.is_grad_enabled()
+            share = self.share_prompt_prefix and not (grad and backbone.training and backbone.is_gradient_checkpointing)
+            size = (batch_size or input_ids.size(0)) if grad else input_ids.size(0)
+            logps, entropies = [], []
+            for start in range(0, input_ids.size(0), size):
+                end = start + size
+                with self.accelerator.autocast():
+                    chunk = completion_logps(
+                        backbone, lm_head, input_ids[start:end], attention_mask[start:end], logits_to_keep,
+                        self.temperature, share, compute_entropy,
+                    )  # fmt: skip
+                logps.append(chunk[0])
+                entropies.append(chunk[1])
+            return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None)
+
+    return MemoraGRPOTrainer

@@ -91,3 +91,56 @@ def test_invalid_config_is_rejected(options: dict) -> None:
 def test_generate_corpus_names_bad_option() -> None:
     with pytest.raises(ConfigError, match="turns_per_sesion"):
         generate_corpus(turns_per_sesion=3)
+
+
+def test_default_config_output_is_pinned() -> None:
+    """The hard-level knobs are additive: their defaults leave every existing seed's bytes unchanged."""
+    import hashlib
+
+    digest = hashlib.sha256(dumps(generate(SynthConfig())).encode()).hexdigest()
+    assert digest == "134b2a89ad0e9014c64927816d30f790a90b1373adf1dd3dd8cb99d1944f97e1"
+
+
+def test_several_relatives_per_person_each_with_their_own_followups() -> None:
+    from memora_rl.data.synth_templates import RELATIONS
+
+    config = SynthConfig(seed=3, conversations=2, sessions_per_conversation=20, relatives_per_person=4,
+                         relative_followups=3, questions_per_conversation=500)  # fmt: skip
+    corpus = generate_corpus(config)
+    for conversation in corpus.conversations:
+        texts = {turn.id: turn.text for turn in conversation.turns()}
+        chains = [t for t in corpus.tasks if t.conversation_id == conversation.id and "both" not in t.question
+                  and t.category == "multi-hop" and any(f"'s {r} " in t.question for r in RELATIONS)]  # fmt: skip
+        asked = {
+            (t.question.split("'s ")[0].split()[-1], r) for t in chains for r in RELATIONS if f"'s {r} " in t.question
+        }
+        assert len(asked) == 2 * 4  # four relatives per speaker
+        assert len(chains) == 2 * 4 * 3  # three follow-ups each
+        for task in chains:  # the follow-up names the relative, never the relation
+            relation = next(r for r in RELATIONS if f"'s {r} " in task.question)
+            assert relation not in texts[task.evidence[1]].lower()
+            assert set(content_words(task.answer)) <= set(content_words(texts[task.evidence[1]]))
+
+
+def test_repeated_updates_ask_for_the_last_value() -> None:
+    config = SynthConfig(seed=4, conversations=3, sessions_per_conversation=20, update_probability=1.0,
+                         updates_per_fact=3, questions_per_conversation=500)  # fmt: skip
+    corpus = generate_corpus(config)
+    for conversation in corpus.conversations:
+        turns = {turn.id: turn for turn in conversation.turns()}
+        updates = [t for t in corpus.tasks if t.conversation_id == conversation.id and t.category == "knowledge-update"]
+        now = {t.evidence[0] for t in updates if len(t.evidence) == 1}
+        before = [t for t in updates if len(t.evidence) == 2]
+        assert len(now) == 6 and len(before) == 6
+        for task in before:  # "before" pairs the last change with the one before it, which is itself a change
+            previous, last = task.evidence
+            assert last in now
+            assert turns[previous].session_index < turns[last].session_index
+        later_changes = [t for t in before if any(t.evidence[0] == other.evidence[1] for other in before)]
+        assert not later_changes  # the previous value is never the subject of another "before" question
+
+
+def test_question_kinds_filter() -> None:
+    config = SynthConfig(seed=2, conversations=2, question_kinds=["multi-hop", "temporal"])
+    corpus = generate_corpus(config)
+    assert corpus.tasks and {task.category for task in corpus.tasks} <= {"multi-hop", "temporal"}

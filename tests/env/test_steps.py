@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memora_rl.env.info import StepInfo
-from memora_rl.env.retrieval import RetrievalEnv
+from memora_rl.env.retrieval import CUT_TURN_ERROR, RetrievalEnv
 from memora_rl.errors import ConfigError, GraphError, RolloutError
 from memora_rl.policy.parse import ExpandAction, format_action
 
@@ -121,6 +121,54 @@ def test_stop_terminates_with_the_judge_reward(make_hand_env: EnvFactory, judge:
     assert info["reward_components"]["evidence_recall"] == 1.0  # D1:3 and D2:2 both retrieved
     with pytest.raises(RolloutError, match="reset"):
         env.step('{"action": "stop"}')
+
+
+def test_force_stop_ends_the_episode_without_a_policy_action(make_hand_env: EnvFactory, judge: Any) -> None:
+    env, _, info = start(make_hand_env)
+    env.step("nonsense")
+    _observation, reward, terminated, truncated, info = env.force_stop()
+    assert (terminated, truncated, info["stop_reason"], info["action"], info["parse_error"]) == (
+        False, True, "forced", "forced", None,
+    )  # fmt: skip
+    trajectory = info["trajectory"]
+    assert [(a.kind, a.cost) for a in trajectory.actions] == [("invalid", 1.0), ("forced", 0.0)]
+    assert trajectory.stop_reason == "forced" and info["step"] == 1 and info["budget_left"] == 7.0
+    expected = judge.score(trajectory)
+    assert reward == pytest.approx(expected.total) and info["reward_components"] == expected.components
+    parts = info["reward_components"]
+    assert parts["format"] == 0.0  # the one policy action was invalid; a forced `stop` used to make F = 0.5
+    assert (parts["steps"], parts["actions_forced"], parts["actions_stop"]) == (1.0, 1.0, 0.0)
+    with pytest.raises(RolloutError, match="reset"):
+        env.force_stop()
+
+
+def test_force_stop_charges_a_cut_turn_as_invalid(make_hand_env: EnvFactory) -> None:
+    env, _, info = start(make_hand_env, invalid_cost=0.5)
+    env.step(expand(info["frontier"][0]["id"]))
+    *_, truncated, info = env.force_stop(cut_text='{"action": "exp')
+    cut, forced = info["trajectory"].actions[1:]
+    assert (cut.kind, cut.text, cut.error, cut.cost, cut.step) == ("invalid", '{"action": "exp', CUT_TURN_ERROR, 0.5, 1)
+    assert (forced.kind, forced.text, forced.cost) == ("forced", "", 0.0)
+    assert truncated and info["parse_error"] == CUT_TURN_ERROR and info["step"] == 2
+    assert info["costs"] == {"expand": 1.0, "refine": 0.0, "invalid": 0.5, "total": 1.5}
+    assert info["reward_components"]["format"] == 0.5 and info["reward_components"]["actions_invalid"] == 1.0
+    env, _, info = start(make_hand_env, budget=3.0, invalid_cost=2.0)
+    for _ in range(2):
+        *_, info = env.step(expand(info["frontier"][0]["id"]))
+    *_, info = env.force_stop(cut_text="{")
+    assert info["trajectory"].actions[2].cost == 1.0 and info["budget_left"] == 0.0  # at most the budget left
+    with pytest.raises(RolloutError, match="str"):
+        start(make_hand_env)[0].force_stop(cut_text=7)  # type: ignore[arg-type]
+
+
+def test_trajectory_records_the_initial_working_set(make_hand_env: EnvFactory, hand_store: Any) -> None:
+    env, _, info = start(make_hand_env)
+    initial = sorted({turn for entry in hand_store.get_entries("conv-test", info["working_set_ids"])
+                      for turn in entry.source_turn_ids})  # fmt: skip
+    env.step(expand(info["frontier"][0]["id"]))
+    *_, info = env.step('{"action": "stop"}')
+    assert info["trajectory"].initial_turn_ids == initial
+    assert len(info["trajectory"].retrieved_turn_ids) > len(initial)
 
 
 def test_budget_runs_out_truncates(make_hand_env: EnvFactory) -> None:

@@ -100,11 +100,36 @@ def test_cost_needs_positive_budget():
         (["invalid", "invalid", "invalid", "expand"], 0.25),
         (["invalid"], 0.0),
         ([], 0.0),
+        (["expand", "forced"], 1.0),  # the rollout's forced stop is not the policy's action...
+        (["invalid", "forced"], 0.0),  # ...so it neither counts as valid nor dilutes an invalid turn
+        (["forced"], 0.0),
     ],
 )
 def test_format_score_penalises_invalid_actions(kinds, expected):
     trajectory = build_trajectory(kinds=kinds) if kinds else build_trajectory().model_copy(update={"actions": []})
     assert graders.format_score(trajectory) == pytest.approx(expected)
+    assert graders.valid_action_rate(trajectory) == pytest.approx(expected)
+
+
+def test_episode_metrics_on_a_hand_made_trajectory():
+    trajectory = build_trajectory(
+        entries=[ALICE, ALICE_COPY, HIKING],
+        evidence=["D1:1", "D2:3"],
+        kinds=["expand", "refine", "expand", "invalid", "invalid", "forced"],
+    ).model_copy(update={"initial_turn_ids": ["D1:1", "D3:1"]})
+    metrics = {name: fn(trajectory) for name, fn in graders.EPISODE_METRICS.items()}
+    assert metrics["initial_recall"] == 0.5 and graders.evidence_recall(trajectory) == 1.0
+    assert metrics["recall_gain"] == 0.5
+    assert metrics["valid_action_rate"] == pytest.approx(3 / 5)
+    assert (metrics["steps"], metrics["refines"], metrics["invalid_actions"]) == (5.0, 1.0, 2.0)
+    counts = {kind: metrics[f"actions_{kind}"] for kind in ("expand", "refine", "stop", "invalid", "forced")}
+    assert counts == {"expand": 2.0, "refine": 1.0, "stop": 0.0, "invalid": 2.0, "forced": 1.0}
+    assert graders.EPISODE_METRICS["actions_forced"].__name__ == "actions_forced"
+
+
+def test_initial_recall_of_a_task_without_evidence_is_one():
+    trajectory = build_trajectory(entries=[HIKING], evidence=[])
+    assert (graders.initial_recall(trajectory), graders.recall_gain(trajectory)) == (1.0, 0.0)
 
 
 @pytest.mark.parametrize(

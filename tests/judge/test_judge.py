@@ -33,7 +33,12 @@ def test_components_and_total(judge):
     assert parts["cost"] == pytest.approx(0.2)
     assert parts["format"] == 1.0
     assert parts["context_tokens"] == 17 and parts["steps"] == 2
+    assert parts["initial_recall"] == 0.0 and parts["recall_gain"] == 1.0  # nothing retrieved at reset
+    assert parts["valid_action_rate"] == 1.0 and (parts["actions_expand"], parts["actions_stop"]) == (1.0, 1.0)
     assert result.total == parts["total"] == pytest.approx(1.0 - 0.4 * 0.2 + 0.1)
+    weights = {item.name: item.weight for item in judge.rubric.items}
+    logged = ["initial_recall", "recall_gain", "valid_action_rate", "actions_expand", "actions_forced"]
+    assert all(weights[name] == 0.0 for name in logged)  # logged only
     assert result.metrics()["reward/cost"] == pytest.approx(0.2)
 
 

@@ -28,19 +28,31 @@ def make_tasks(count: int = 4) -> list[Task]:
 
 
 class ScriptedEnv:
-    """A tiny env with the RetrievalEnv contract: stops on 'stop' or after `max_steps` actions."""
+    """A tiny env with the RetrievalEnv contract: stops on 'stop' or after `max_steps` actions, or on `force_stop`."""
 
     def __init__(self, max_steps: int = 3) -> None:
         self.max_steps = max_steps
         self.steps = 0
         self.task: Task | None = None
         self.actions: list[str] = []
+        self.forced: list[str | None] = []
+        """The `cut_text` of each `force_stop` call of the episode."""
 
     def reset(self, *, seed=None, options=None):
         self.task = options["task"]
         self.steps = 0
         self.actions = []
+        self.forced = []
         return f"Question: {self.task.question}\nWorking set: (empty)", {"reward_components": {}}
+
+    def force_stop(self, cut_text=None):
+        """End the episode as RetrievalEnv does: a cut turn counts as invalid, the forced stop not at all."""
+        self.forced.append(cut_text)
+        policy_actions = len(self.actions) + (cut_text is not None)
+        valid = sum('"action"' in text for text in self.actions) / policy_actions if policy_actions else 0.0
+        components = {"correctness": 0.0, "format": valid, "total": 0.1 * valid}
+        info = {"reward_components": components, "stop_reason": "forced"}
+        return "closed", components["total"], False, True, info
 
     def step(self, action: str):
         self.steps += 1

@@ -78,3 +78,28 @@ def test_all_zero_weights_are_rejected():
 def test_metric_names_are_namespaced():
     assert metric_name("rewards/format/std") == "reward/format_std"
     assert metric_name("kl") == "train/kl"
+
+
+def test_env_overrides_are_checked_early_and_saved_with_the_run(tmp_path):
+    from memora_rl.config import dump_config, read_yaml
+    from memora_rl.training.config import require_valid
+
+    config = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml", ["env_overrides=[env.max_steps=5]"])
+    assert config.env_overrides == ["env.max_steps=5"]
+    require_valid(config)
+    dump_config(config, tmp_path / "config.yaml")
+    assert read_yaml(tmp_path / "config.yaml")["env_overrides"] == ["env.max_steps=5"]  # export reads it back
+    with pytest.raises(ConfigError, match=r"env\.nope"):
+        require_valid(config.model_copy(update={"env_overrides": ["env.nope=1"]}))
+
+
+def test_logged_only_episode_metrics_become_zero_weight_rewards():
+    weights = judge_weights(JudgeConfig())
+    new = ["initial_recall", "recall_gain", "valid_action_rate"] + [
+        f"actions_{kind}" for kind in ("expand", "refine", "stop", "invalid", "forced")
+    ]
+    assert all(weights[name] == 0.0 for name in new)
+    funcs, reward_weights = make_component_rewards(weights)
+    names = [f.__name__ for f in funcs]
+    assert all(reward_weights[names.index(name)] == 0.0 for name in new)
+    assert metric_name("rewards/actions_forced/mean") == "reward/actions_forced"

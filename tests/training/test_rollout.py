@@ -95,6 +95,7 @@ def test_a_turn_cut_by_max_new_tokens_is_closed_by_the_env_turn(smol_tokenizer):
     decoded = tokenizer.decode(batch["completion_ids"][0])
     assert decoded.count("<|im_end|>\n<|im_start|>user\n") == 1  # the cut first turn is closed by the env text
     assert episode.forced_stop  # two turns without a stop: the rollout closed the episode
+    assert episode.env.forced == [None] and len(episode.env.actions) == 2  # closed by force_stop, not a stop action
     env_tokens = [t for t, m in zip(batch["completion_ids"][0], batch["env_mask"][0], strict=True) if m == 0]
     assert tokenizer.decode(env_tokens).startswith("<|im_end|>")
 
@@ -104,6 +105,17 @@ def test_completion_is_cut_at_max_completion_tokens(smol_tokenizer):
     _player, episodes, batch = _play(smol_tokenizer, ACTIONS, settings)
     assert all(len(ids) <= 60 for ids in batch["completion_ids"])
     assert all(episode.cut and episode.forced_stop for episode in episodes)
+    assert all(episode.env.forced == [None] for episode in episodes)  # the observation did not fit: no turn was cut
+
+
+def test_a_policy_turn_cut_at_max_completion_tokens_goes_to_force_stop(smol_tokenizer):
+    settings = RolloutSettings(max_turns=5, max_new_tokens=64, max_completion_tokens=20)
+    _player, episodes, batch = _play(smol_tokenizer, ACTIONS, settings)
+    for episode, ids in zip(episodes, batch["completion_ids"], strict=True):
+        assert episode.cut and episode.forced_stop and len(ids) == 20
+        assert episode.env.actions == []  # the cut text is not stepped as a policy action...
+        assert episode.env.forced == [episode.actions[0]] == [ACTIONS[0][:20]]  # ...but handed to force_stop
+        assert episode.reward_components["format"] == 0.0
     assert all(len(m) == len(ids) for m, ids in zip(batch["env_mask"], batch["completion_ids"], strict=True))
 
 

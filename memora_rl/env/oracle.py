@@ -1,0 +1,197 @@
+"""The oracle: the best evidence recall a walk can reach within the budget, found by beam search.
+
+It plays the real env (snapshot, try an action, restore), so every figure it reports is a
+walk the env accepts. It knows the gold evidence only to *score* states and to pick which
+frontier ids to expand; a refine may only use text the policy can see (names and aspects in
+the working set and the frontier), never the evidence's own text, which would make every
+task trivially solvable. Its walks are also the targets of the supervised warm start.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from memora_rl.data.records import Task
+from memora_rl.data.synthetic import STOPWORDS
+from memora_rl.env.retrieval import EnvSnapshot, RetrievalEnv
+from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction, format_action
+
+_CAPITALISED_RE = re.compile(r"\b[A-Z][a-zA-Z\-]+(?:\s+[A-Z][a-zA-Z\-]+)*")
+_NOT_QUERIES = frozenset({"i", "im", "i'm", "i've", "i'll", "oh", "ok", "okay", "yes", "no", "hey", "hi", "thanks"})
+STOP_TEXT = format_action(StopAction())
+
+
+class OracleWalk(BaseModel):
+    """The best walk found for one task: its actions (canonical JSON texts, stop last) and what it reached."""
+
+    task_id: str
+    category: str
+    initial_recall: float
+    """G0: evidence recall of the working set right after reset."""
+    recall: float
+    """Evidence recall of the walk's final working set."""
+    actions: list[str]
+    """Action texts to play after reset; the last is a stop."""
+    cost: float
+    """Budget units the walk spends."""
+    refines: int
+
+
+@dataclass(frozen=True)
+class _Node:
+    """A state of the search: the env snapshot and the actions that led to it."""
+
+    snapshot: EnvSnapshot
+    actions: tuple[str, ...]
+    refines: int
+    recall: float
+
+
+def recall_of(turn_ids: set[str], evidence: Sequence[str]) -> float:
+    """Share of `evidence` turn ids in `turn_ids` (1.0 when there is no evidence, like the judge).
+
+    >>> recall_of({"D1:1", "D2:2"}, ["D1:1", "D3:1"])
+    0.5
+    """
+    gold = set(evidence)
+    return 1.0 if not gold else len(gold & turn_ids) / len(gold)
+
+
+def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[str]:
+    """Refine queries drawn only from text the policy sees: names in the working set and frontier, then aspects.
+
+    Names (capitalised words) come first, in the order shown; then the aspect of each abstraction
+    ("Alma + rock climbing" -> "rock climbing"). Words of the current query are skipped.
+
+    >>> from memora_rl.memory.records import MemoryEntry
+    >>> entry = MemoryEntry(id="e1", graph_id="g", abstraction="Alma + sister", value="My sister Vera came over.")
+    >>> snap = EnvSnapshot(False, 0, 4.0, {}, [], None, [entry], [], "Where did Alma's sister move?", None, "")
+    >>> visible_queries(snap, "Where did Alma's sister move?", 5)
+    ['Vera']
+    """
+    taken = {word.lower().removesuffix("'s") for word in re.findall(r"[\w']+", f"{question} {snapshot.query}")}
+    names: dict[str, None] = {}
+    aspects: dict[str, None] = {}
+    texts = [entry.value for entry in snapshot.working] + [item.abstraction for item in snapshot.frontier]
+    for text in texts:
+        for match in _CAPITALISED_RE.findall(text):
+            if match.lower() not in _NOT_QUERIES | STOPWORDS and match.lower() not in taken:
+                names.setdefault(match, None)
+    abstractions = [entry.abstraction for entry in snapshot.working] + [item.abstraction for item in snapshot.frontier]
+    for abstraction in abstractions:
+        aspect = abstraction.split(" + ", 1)[-1].strip()
+        if aspect and aspect.lower() not in taken:
+            aspects.setdefault(aspect, None)
+    return [*names, *(aspect for aspect in aspects if aspect not in names)][:limit]
+
+
+class Oracle:
+    """Beam search over expand / refine walks of one env; see the module docstring for the rules.
+
+    Args:
+        env: The env to plan in (its episodes are reset and replayed).
+        beam_width: States kept per depth.
+        max_refines: Refines allowed per walk (0: expand-only oracle).
+        max_queries: Visible refine queries tried per state.
+        max_bridges: Frontier ids without evidence tried as single expands per state (paths through them).
+    """
+
+    def __init__(
+        self,
+        env: RetrievalEnv,
+        beam_width: int = 6,
+        max_refines: int = 2,
+        max_queries: int = 8,
+        max_bridges: int = 3,
+    ) -> None:
+        self.env = env
+        self.beam_width = beam_width
+        self.max_refines = max_refines
+        self.max_queries = max_queries
+        self.max_bridges = max_bridges
+
+    def walk(self, task: Task) -> OracleWalk:
+        """The best walk for `task`: highest recall, then lowest cost, then fewest actions."""
+        env = self.env
+        env.reset(options={"task": task})
+        root = _Node(env.snapshot(), (), 0, 0.0)
+        root = _Node(root.snapshot, (), 0, recall_of(root.snapshot.turn_ids, task.evidence))
+        best, beam, seen = root, [root], {_state_key(root.snapshot)}
+        for _depth in range(env.config.max_steps - 1):  # leave the last step for the stop
+            if best.recall >= 1.0 or not beam:
+                break
+            children: list[_Node] = []
+            for node in beam:
+                for action in self._actions(node, task):
+                    child = self._try(node, action, task)
+                    if child is None or _state_key(child.snapshot) in seen:
+                        continue
+                    seen.add(_state_key(child.snapshot))
+                    children.append(child)
+                    if _better(child, best):
+                        best = child
+            beam = sorted((c for c in children if not c.snapshot.done), key=_rank)[: self.beam_width]
+        spent = env.config.budget - best.snapshot.budget_left
+        return OracleWalk(
+            task_id=task.id,
+            category=task.category,
+            initial_recall=root.recall,
+            recall=best.recall,
+            actions=[*best.actions, STOP_TEXT] if not best.snapshot.done else list(best.actions),
+            cost=spent,
+            refines=best.refines,
+        )
+
+    def _try(self, node: _Node, action: str, task: Task) -> _Node | None:
+        """Play `action` from `node`; None when the env rejects it (invalid)."""
+        self.env.restore(node.snapshot)
+        _observation, _reward, _terminated, _truncated, info = self.env.step(action)
+        if info["parse_error"] is not None:
+            return None
+        snapshot = self.env.snapshot()
+        refines = node.refines + action.startswith('{"action": "refine"')
+        return _Node(snapshot, (*node.actions, action), refines, recall_of(snapshot.turn_ids, task.evidence))
+
+    def _actions(self, node: _Node, task: Task) -> Iterable[str]:
+        """Candidate actions at a state: expand the evidence in the frontier, bridge expands, visible refines."""
+        config = self.env.config
+        snapshot = node.snapshot
+        missing = set(task.evidence) - snapshot.turn_ids
+        affordable = int(min(config.max_ids_per_expand, snapshot.budget_left // max(config.expand_cost_per_id, 1e-9)))
+        hits = [item.entry_id for item in snapshot.frontier if _covers(self.env, item.entry_id, missing)]
+        if hits and affordable:
+            yield format_action(ExpandAction(ids=hits[:affordable]))
+        bridges = [item.entry_id for item in snapshot.frontier if item.entry_id not in hits]
+        if affordable:
+            for entry_id in bridges[: self.max_bridges]:
+                yield format_action(ExpandAction(ids=[entry_id]))
+        if node.refines < self.max_refines and snapshot.budget_left >= config.refine_cost:
+            for query in visible_queries(snapshot, task.question, self.max_queries):
+                yield format_action(RefineAction(query=query))
+
+
+def _covers(env: RetrievalEnv, entry_id: str, missing: set[str]) -> bool:
+    """True when the entry's provenance holds a missing evidence turn."""
+    if not missing:
+        return False
+    entries = env.store.get_entries(env.graph_id, [entry_id])
+    return any(set(entry.source_turn_ids) & missing for entry in entries)
+
+
+def _state_key(snapshot: EnvSnapshot) -> tuple[frozenset[str], str]:
+    """States with the same working set and query are the same for the rest of the walk."""
+    return frozenset(entry.id for entry in snapshot.working), snapshot.query
+
+
+def _rank(node: _Node) -> tuple[float, float, int]:
+    """Beam order: recall first, then budget left, then fewer actions."""
+    return (-node.recall, -node.snapshot.budget_left, len(node.actions))
+
+
+def _better(candidate: _Node, best: _Node) -> bool:
+    """Higher recall wins; at equal recall, more budget left, then fewer actions."""
+    return _rank(candidate) < _rank(best)

@@ -1,0 +1,131 @@
+"""Stage one of training: supervised fine-tuning on oracle walks, merged into a new base model.
+
+A 135M model rarely writes a valid action at first, so GRPO's early groups differ only in
+format. The warm start plays the oracle's walks (`memora_rl.env.oracle`) through the same
+`EpisodePlayer` a GRPO rollout uses, with a scripted generator that emits the oracle's
+actions, so the SFT targets are the exact token streams a rollout would produce (same
+renderer, same chat template, observation tokens masked out). The trained LoRA is then
+merged into the base weights: GRPO trains a fresh adapter on top, and its KL reference
+(adapter disabled) is the warm-started policy, so GRPO must show its own gain over it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from memora_rl.training.generation import Generated
+from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings, end_of_turn_ids
+
+logger = logging.getLogger(__name__)
+
+DONE_FILE = "warmstart.json"
+"""Written last into the merged model folder: its presence means the warm start finished."""
+
+
+class ScriptedGenerator:
+    """A `Generator` that 'samples' fixed action texts, one per turn, each closed by the end-of-turn id."""
+
+    def __init__(self, tokenizer: Any, actions: Sequence[str], end_id: int) -> None:
+        self._turns = [[*tokenizer.encode(text, add_special_tokens=False), end_id] for text in actions]
+
+    def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Generated]:
+        """The next scripted turn for the one prompt of a single-episode batch."""
+        if len(prompts) != 1 or not self._turns:
+            raise ValueError("ScriptedGenerator plays one episode at a time and has no turn left.")
+        ids = self._turns.pop(0)[:max_new_tokens]
+        return [Generated(token_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop")]
+
+
+def oracle_episodes(
+    env: Any, tasks: Sequence[Any], tokenizer: Any, settings: RolloutSettings, oracle: Any
+) -> list[Episode]:
+    """Play each task's oracle walk through `EpisodePlayer`: the exact token streams of a rollout."""
+    from memora_rl.policy.render import initial_messages
+
+    player = EpisodePlayer(tokenizer, initial_messages, settings)
+    end_id = end_of_turn_ids(tokenizer, player.turn_format)[0]
+    episodes = []
+    for task in tasks:
+        walk = oracle.walk(task)
+        episode = player.start(env, task)
+        player.play([episode], ScriptedGenerator(tokenizer, walk.actions, end_id), temperature=1.0)
+        episodes.append(episode)
+    return episodes
+
+
+def sft_rows(episodes: Sequence[Episode]) -> list[dict[str, list[int]]]:
+    """TRL SFT rows: prompt + completion ids, loss only on the policy's own tokens (`assistant_masks`)."""
+    return [
+        {
+            "input_ids": episode.prompt_ids + episode.completion_ids,
+            "assistant_masks": [0] * len(episode.prompt_ids) + episode.env_mask,
+        }
+        for episode in episodes
+    ]
+
+
+def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Mean judge components of the oracle episodes as played (what the warm start imitates)."""
+    names = sorted({name for episode in episodes for name in episode.reward_components})
+    return {name: fmean(e.reward_components.get(name, 0.0) for e in episodes) for name in names}
+
+
+def warm_start(config: Any, device: str) -> Path:
+    """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
+    out = config.output_dir / "warmstart"
+    model_dir = out / "model"
+    if (model_dir / DONE_FILE).is_file():
+        logger.info("warm start already done: %s", model_dir)
+        return model_dir
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from memora_rl.env.oracle import Oracle
+    from memora_rl.env.registry import make_env
+    from memora_rl.training.trainer import build_policy
+
+    settings = config.warm_start
+    base, tokenizer, lora = build_policy(config, device)
+    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
+    tasks = list(tasks)[: settings.max_tasks] if settings.max_tasks else list(tasks)
+    grpo = config.grpo
+    rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
+    oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
+    episodes = oracle_episodes(env, tasks, tokenizer, rollout, oracle)
+    summary = episode_summary(episodes)
+    logger.info("warm start: %d oracle episodes, mean components %s", len(episodes), summary)
+    args = SFTConfig(
+        output_dir=str(out / "trainer"),
+        num_train_epochs=settings.epochs,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=settings.gradient_accumulation,
+        learning_rate=settings.learning_rate,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=config.seed,
+        use_cpu=device == "cpu",
+        bf16=device == "cuda",
+        max_length=None,
+    )
+    trainer = SFTTrainer(
+        model=base,
+        args=args,
+        train_dataset=Dataset.from_list(sft_rows(episodes)),
+        processing_class=tokenizer,
+        peft_config=lora,
+    )
+    result = trainer.train()
+    merged = trainer.model.merge_and_unload()
+    model_dir.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(str(model_dir))
+    tokenizer.save_pretrained(str(model_dir))
+    record = {"episodes": len(episodes), "oracle": summary, "train_loss": result.training_loss, "base": config.model}
+    (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))
+    env.close()
+    return model_dir

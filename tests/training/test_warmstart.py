@@ -1,0 +1,79 @@
+"""Warm start: oracle walks played as rollout token streams, SFT rows, and a tiny real run merged into a model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memora_rl.env.config import EnvConfig
+from memora_rl.env.oracle import Oracle
+from memora_rl.env.retrieval import RetrievalEnv
+from memora_rl.training.rollout import RolloutSettings
+from memora_rl.training.warmstart import ScriptedGenerator, oracle_episodes, sft_rows
+from tests.env.conftest import ENTRIES, GRAPH_ID, TASKS
+from tests.graph_fixtures import HandGraphStore
+
+
+@pytest.fixture(scope="module")
+def hand_env() -> RetrievalEnv:
+    store = HandGraphStore(GRAPH_ID, ENTRIES, anchor_choice="walk")
+    config = EnvConfig(initial_top_k=1, frontier_limit=4, budget=4.0, max_steps=4)
+    return RetrievalEnv(store, config, tasks=TASKS, embedder=store.embedder)
+
+
+def test_oracle_episodes_are_the_rollout_token_streams(hand_env: RetrievalEnv, smol_tokenizer) -> None:
+    settings = RolloutSettings(max_turns=4, max_new_tokens=48, max_completion_tokens=2048)
+    oracle = Oracle(hand_env)
+    episodes = oracle_episodes(hand_env, TASKS, smol_tokenizer, settings, oracle)
+    for task, episode in zip(TASKS, episodes, strict=True):
+        walk = oracle.walk(task)
+        assert not episode.forced_stop and episode.done
+        assert [json.loads(action) for action in episode.actions] == [json.loads(a) for a in walk.actions]
+        assert episode.reward_components["evidence_recall"] == pytest.approx(walk.recall)
+        policy_ids = [t for t, m in zip(episode.completion_ids, episode.env_mask, strict=True) if m]
+        end = smol_tokenizer.convert_tokens_to_ids("<|im_end|>")
+        assert policy_ids.count(end) == len(walk.actions)  # every scripted turn closes with the end-of-turn token
+    rows = sft_rows(episodes)
+    for row, episode in zip(rows, episodes, strict=True):
+        assert len(row["input_ids"]) == len(row["assistant_masks"])
+        assert sum(row["assistant_masks"]) == sum(episode.env_mask) > 0
+        assert row["assistant_masks"][: len(episode.prompt_ids)] == [0] * len(episode.prompt_ids)
+
+
+def test_scripted_generator_refuses_batches_and_overruns(smol_tokenizer) -> None:
+    generator = ScriptedGenerator(smol_tokenizer, ['{"action": "stop"}'], end_id=2)
+    with pytest.raises(ValueError, match="one episode"):
+        generator.generate([[1], [2]], 10, 1.0)
+    assert generator.generate([[1]], 10, 1.0)[0].token_ids[-1] == 2
+    with pytest.raises(ValueError, match="no turn left"):
+        generator.generate([[1]], 10, 1.0)
+
+
+@pytest.mark.slow
+def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
+    """Two oracle episodes of the real synthetic env, one epoch: a merged model that differs from the base."""
+    import torch
+
+    from memora_rl.llm.registry import load_causal_lm
+    from memora_rl.training.config import TrainConfig, WarmStartSettings
+    from memora_rl.training.warmstart import DONE_FILE, warm_start
+
+    config = TrainConfig(
+        run_name="warm",
+        env="synthetic",
+        output_root=tmp_path,
+        backend="transformers",
+        grpo={"max_turns": 4, "max_completion_tokens": 1024, "per_device_batch_size": 4},
+        warm_start=WarmStartSettings(enabled=True, max_tasks=2, epochs=1, gradient_accumulation=1),
+        logging={"wandb": "disabled"},
+    )
+    model_dir = warm_start(config, "cpu")
+    record = json.loads((model_dir / DONE_FILE).read_text())
+    assert record["episodes"] == 2 and record["train_loss"] > 0
+    merged = load_causal_lm(str(model_dir), dtype="float32")
+    base = load_causal_lm("smollm2-135m-instruct", dtype="float32")
+    name = "model.layers.0.self_attn.q_proj.weight"
+    merged_weight, base_weight = merged.state_dict()[name], base.state_dict()[name]
+    assert not torch.allclose(merged_weight, base_weight)
+    assert warm_start(config, "cpu") == model_dir  # finished: reused, not retrained
