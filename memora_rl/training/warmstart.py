@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -42,7 +42,12 @@ class ScriptedGenerator:
 
 
 def oracle_episodes(
-    env: Any, tasks: Sequence[Any], tokenizer: Any, settings: RolloutSettings, oracle: Any
+    env: Any,
+    tasks: Sequence[Any],
+    tokenizer: Any,
+    settings: RolloutSettings,
+    oracle: Any,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Episode]:
     """Play each task's oracle walk through `EpisodePlayer`: the exact token streams of a rollout."""
     from memora_rl.policy.render import initial_messages
@@ -55,6 +60,8 @@ def oracle_episodes(
         episode = player.start(env, task)
         player.play([episode], ScriptedGenerator(tokenizer, walk.actions, end_id), temperature=1.0)
         episodes.append(episode)
+        if progress is not None:
+            progress(len(episodes))
     return episodes
 
 
@@ -83,6 +90,7 @@ def warm_start(config: Any, device: str) -> Path:
         logger.info("warm start already done: %s", model_dir)
         return model_dir
     from datasets import Dataset
+    from rich.progress import Progress
     from trl import SFTConfig, SFTTrainer
 
     from memora_rl.env.oracle import Oracle
@@ -96,7 +104,9 @@ def warm_start(config: Any, device: str) -> Path:
     grpo = config.grpo
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
     oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
-    episodes = oracle_episodes(env, tasks, tokenizer, rollout, oracle)
+    with Progress(transient=True) as bar:
+        walks = bar.add_task("oracle walks for the warm start", total=len(tasks))
+        episodes = oracle_episodes(env, tasks, tokenizer, rollout, oracle, lambda n: bar.update(walks, completed=n))
     summary = episode_summary(episodes)
     logger.info("warm start: %d oracle episodes, mean components %s", len(episodes), summary)
     args = SFTConfig(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -51,3 +53,23 @@ def test_play_unknown_task_is_a_clear_error() -> None:
     result = CliRunner().invoke(app, ["env", "play", "--task-id", "nope", *SMALL_SYNTHETIC])
     assert result.exit_code != 0
     assert "No task 'nope'" in str(result.exception)
+
+
+def test_stats_prints_headroom_and_writes_every_walk(tmp_path) -> None:
+    out = tmp_path / "headroom.json"
+    result = CliRunner().invoke(
+        app, ["env", "stats", "synthetic", "--split", "all", "--limit", "4", "--json", str(out), *SMALL_SYNTHETIC]
+    )
+    assert result.exit_code == 0, result.output
+    assert "headroom of synthetic" in result.output and "trainable" in result.output
+    report = json.loads(out.read_text())
+    assert len(report["walks"]) == report["overall"]["tasks"] == 4
+    for walk in report["walks"]:
+        assert walk["initial_recall"] <= walk["recall"]
+        assert json.loads(walk["actions"][-1]) == {"action": "stop"}
+
+
+def test_stats_of_an_unknown_split_is_a_clear_error() -> None:
+    result = CliRunner().invoke(app, ["env", "stats", "synthetic", "--split", "dev", *SMALL_SYNTHETIC])
+    assert result.exit_code != 0
+    assert "Unknown split 'dev'" in str(result.exception)
