@@ -158,8 +158,9 @@ def stats_command(
         )
     env.close()
     table = Table(title=f"headroom of {env_name} ({split}, {len(tasks)} tasks, oracle <= {max_refines} refines)")
-    for column in ("category", "tasks", "G0", "G0 < 1", "expand oracle", "oracle", "oracle = 1", "oracle cost"):
-        table.add_column(column, justify="left" if column == "category" else "right")
+    table.add_column("category", no_wrap=True, min_width=16)
+    for column in ("tasks", "G0", "G0<1", "expand oracle", "oracle", "oracle=1", "oracle cost"):
+        table.add_column(column, justify="right")
     for row in [*report.rows, report.overall]:
         table.add_row(
             row.group,

@@ -63,6 +63,9 @@ class ServerConfig(StrictModel):
     """Server log file; None writes under the cache folder `vllm_logs`."""
     stop_with_parent: bool = True
     """Linux: kill the server when the Python process (strictly: the thread) that started it dies."""
+    logprobs_mode: Literal["processed_logprobs", "raw_logprobs"] = "processed_logprobs"
+    """Logprobs the server returns: `processed` = after temperature and sampling filters, i.e. of the
+    distribution tokens were actually drawn from, which is what the trainer's importance ratio compares."""
     extra_args: list[str] = Field(default_factory=list)
     """Further `vllm.entrypoints.openai.api_server` arguments, passed through verbatim."""
 
@@ -211,6 +214,7 @@ class VLLMServer:
             command += ["--enable-lora", "--max-lora-rank", str(cfg.max_lora_rank)]
         if cfg.dtype != "auto":
             command += ["--dtype", cfg.dtype]
+        command += ["--logprobs-mode", cfg.logprobs_mode]
         return command + list(cfg.extra_args)
 
     def environment(self, model_path: str, on_cuda: bool) -> dict[str, str]:

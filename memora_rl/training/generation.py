@@ -8,7 +8,9 @@ trainer computes for the same tokens.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -59,23 +61,42 @@ class VLLMGenerator:
         stop_ids: list[int] | None = None,
         timeout_s: float = 120.0,
         max_batch: int = 16,
+        seed: int | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.stop_ids = list(stop_ids or [])
         self.max_batch = max_batch
+        self.seed = seed
+        self._sampled = 0
         self._client = httpx.Client(timeout=timeout_s)
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Generated]:
-        """POST the prompts (as token ids) to `/completions`, in chunks of `max_batch`."""
-        results: list[Generated] = []
-        for start in range(0, len(prompts), self.max_batch):
-            results.extend(self._complete(prompts[start : start + self.max_batch], max_new_tokens, temperature))
-        return results
+        """POST the prompts (as token ids) to `/completions`: in chunks of `max_batch`, or one seeded request each.
 
-    def _complete(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Generated]:
+        With a `seed`, prompt i of the n-th prompt this generator samples gets its own seed derived from
+        (seed, n): the same generator seed replays the same samples, and the G copies of a prompt in a GRPO
+        group still differ (vLLM gives every prompt of one request the same seed).
+        """
+        if self.seed is None:
+            results: list[Generated] = []
+            for start in range(0, len(prompts), self.max_batch):
+                results.extend(self._complete(prompts[start : start + self.max_batch], max_new_tokens, temperature))
+            return results
+        seeds = [sample_seed(self.seed, self._sampled + index) for index in range(len(prompts))]
+        self._sampled += len(prompts)
+        with ThreadPoolExecutor(max_workers=self.max_batch) as pool:
+            futures = [
+                pool.submit(self._complete, [prompt], max_new_tokens, temperature, seed)
+                for prompt, seed in zip(prompts, seeds, strict=True)
+            ]
+            return [future.result()[0] for future in futures]
+
+    def _complete(
+        self, prompts: list[list[int]], max_new_tokens: int, temperature: float, seed: int | None = None
+    ) -> list[Generated]:
         """One completions request; choices are matched to prompts by `index`."""
-        payload = {
+        payload: dict[str, object] = {
             "model": self.model,
             "prompt": prompts,
             "max_tokens": max_new_tokens,
@@ -87,6 +108,8 @@ class VLLMGenerator:
         }
         if self.stop_ids:
             payload["stop_token_ids"] = self.stop_ids
+        if seed is not None:
+            payload["seed"] = seed
         try:
             response = self._client.post(f"{self.base_url}/completions", json=payload)
         except httpx.HTTPError as error:
@@ -104,6 +127,16 @@ class VLLMGenerator:
     def close(self) -> None:
         """Close the HTTP connection pool."""
         self._client.close()
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The vLLM seed of the `index`-th prompt sampled by a generator seeded with `seed` (31 bits).
+
+    >>> sample_seed(0, 1) == sample_seed(0, 1) != sample_seed(0, 2)
+    True
+    """
+    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def _parse_choice(choice: dict) -> Generated:

@@ -166,6 +166,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
                 stop_ids,
                 config.server.timeout_s,
                 config.server.max_concurrency,
+                seed=config.seed,
             )
             shared = config.server.url is not None  # names on a shared server carry the run name
             sync = AdapterSync(

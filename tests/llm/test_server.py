@@ -139,7 +139,8 @@ def test_command_and_environment_follow_the_recipe(tmp_path: Path) -> None:
     assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     joined = " ".join(command)
     assert "--served-model-name smollm2 --max-model-len 2048 --host 127.0.0.1 --port 8123" in joined
-    assert "--enable-lora --max-lora-rank 16" in joined and joined.endswith("--dtype float32")
+    assert "--enable-lora --max-lora-rank 16" in joined and "--dtype float32" in joined
+    assert joined.endswith("--logprobs-mode processed_logprobs")  # the sampled distribution, for the IS ratio
     cpu_env = server.environment(str(tmp_path), on_cuda=False)
     assert cpu_env["VLLM_CPU_KVCACHE_SPACE"] == "2" and cpu_env["HF_HUB_OFFLINE"] == "1"
     assert cpu_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")

@@ -73,3 +73,20 @@ def test_vllm_generator_returns_ids_and_logprobs_the_trainer_agrees_with(tiny_po
         expected = forward_logprobs(model, prompt, result.token_ids, 1.0)
         gaps = [abs(a - b) for a, b in zip(result.logprobs, expected, strict=True)]
         assert sum(gaps) / len(gaps) < 0.05  # float32 server: ~1e-4; bf16: a few 1e-2
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_seeded_vllm_sampling_replays_and_keeps_groups_diverse(tiny_policy, vllm_server):
+    """Same seed, same prompts: the same samples; the copies of one prompt (a GRPO group) still differ."""
+    _model, tokenizer = tiny_policy
+    group = [chat_ids(tokenizer, "Name a colour and a fruit.")] * 4
+
+    def sample(seed: int) -> list[list[int]]:
+        generator = VLLMGenerator(vllm_server.base_url, vllm_server.model, [tokenizer.eos_token_id], seed=seed)
+        return [result.token_ids for result in generator.generate(group, max_new_tokens=12, temperature=1.0)]
+
+    first, again, other = sample(7), sample(7), sample(8)
+    assert first == again
+    assert first != other
+    assert len({tuple(ids) for ids in first}) > 1
