@@ -60,6 +60,14 @@ class GRPOSettings(StrictModel):
     """Gradient clipping norm."""
     warmup_steps: int = Field(0, ge=0)
     """Linear learning-rate warmup steps."""
+    importance_sampling: Literal["off", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask"] = (
+        "token_truncate"
+    )
+    """vLLM backend: correct for sampler/trainer mismatch with TRL's importance ratio p_trainer / p_sampler,
+    per token or per sequence, truncated at (`*_truncate`) or masked above (`*_mask`) the clip; logs the
+    mean |logprob difference| every step. `off` saves the extra forward pass (memora_rl.training.importance)."""
+    importance_sampling_clip: float = Field(2.0, gt=1.0)
+    """Upper bound of the importance ratio (TRL's `vllm_importance_sampling_clip_max`)."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
     """Advantage scaling: divide by the group std (`group`), the batch std (`batch`) or not at all (`none`)."""
 

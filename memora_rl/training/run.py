@@ -21,6 +21,7 @@ from memora_rl.llm.server import base_model_name
 from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
 from memora_rl.training.config import TrainConfig, require_valid
 from memora_rl.training.generation import Generator, TransformersGenerator, VLLMGenerator
+from memora_rl.training.importance import enable_rollout_importance_sampling
 from memora_rl.training.rewards import judge_weights, make_component_rewards
 from memora_rl.training.rollout import EpisodePlayer, GRPORollout, RolloutSettings, end_of_turn_ids
 from memora_rl.training.sync import AdapterSync
@@ -182,6 +183,8 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         trainer = build_trainer(
             base_model, lora, tokenizer, args, dataset, reward_funcs, rollout, trainer_callbacks + list(callbacks or [])
         )
+        if args.vllm_importance_sampling_correction:
+            enable_rollout_importance_sampling(trainer)
         if isinstance(generator, TransformersGenerator):
             generator.model = trainer.model  # sample from the policy being trained
         logger.info("training %s on %d tasks (%s backend, %s)", config.run_name, len(tasks), config.backend, device)
