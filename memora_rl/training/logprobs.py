@@ -2,11 +2,10 @@
 
 TRL scores a batch as one padded `(rows, prompt + completion)` tensor: every row pays for the
 longest row of the generation batch, and the G episodes of a task recompute the same prompt G
-times. Here the rows that share a prompt run it once (its KV cache is repeated across them and
-its gradient accumulates through that cache), each group is cut to its own longest completion,
-and the LM head scores only completion positions (TRL's fused head scores every position on
-devices without Triton). The logprobs are the same as TRL's up to float rounding; the test
-`tests/training/test_logprobs.py` holds them equal.
+times. Here the rows that share a prompt run it once and each row continues unpadded from its
+KV cache (the row's gradient reaches the prompt through that cache), and the LM head scores
+only completion positions (TRL's fused head scores every position on devices without Triton).
+The logprobs are TRL's up to float rounding; `tests/training/test_logprobs.py` holds them equal.
 """
 
 from __future__ import annotations
@@ -20,8 +19,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-LOGPROB_CHUNK = 32_768
-"""Vocabulary columns per tile of TRL's chunked logprob kernel (TRL's own value)."""
+LOGPROB_CHUNK = 8_192
+"""Vocabulary columns per tile of TRL's chunked logprob kernel (TRL uses 32k; on CPU each of its ~5 temporary
+tiles of 4096 tokens x 32k columns holds 512 MB, at 8k 128 MB)."""
 _LOGIT_SCALING_ATTRS = (
     "final_logit_softcapping",
     "logit_scale",
@@ -40,20 +40,20 @@ class RowGroup:
     """Row indices in the batch."""
     prompt: torch.Tensor
     """The shared prompt ids without padding, shape (P,)."""
-    width: int
-    """Completion columns the group needs: its longest completion (the rest is padding)."""
+    lengths: list[int]
+    """Completion tokens of each row without its right padding."""
 
 
 def group_rows(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_mask: torch.Tensor) -> list[RowGroup]:
-    """Group rows by their unpadded prompt, in order of first appearance."""
+    """Group rows by their unpadded prompt, in order of first appearance (completions are right-padded)."""
     groups: dict[tuple[int, ...], list[int]] = {}
     for row in range(prompt_ids.size(0)):
         key = tuple(prompt_ids[row][prompt_mask[row].bool()].tolist())
         groups.setdefault(key, []).append(row)
-    lengths = completion_mask.sum(dim=1).tolist()  # completions are right-padded
+    columns = completion_mask.size(1)
+    last = (completion_mask.bool() * (1 + completion_mask.new_tensor(range(columns)))).amax(dim=1).tolist()
     return [
-        RowGroup(rows, prompt_ids.new_tensor(key), max(int(lengths[row]) for row in rows))
-        for key, rows in groups.items()
+        RowGroup(rows, prompt_ids.new_tensor(key), [int(last[row]) for row in rows]) for key, rows in groups.items()
     ]
 
 
@@ -63,48 +63,59 @@ def supports_fast_path(config: Any) -> bool:
     return all(getattr(text_config, name, None) in (None, 1.0) for name in _LOGIT_SCALING_ATTRS)
 
 
-def _prompt_hidden(
-    backbone: Any, prompt: torch.Tensor, completion: torch.Tensor, completion_mask: torch.Tensor, share: bool
-) -> torch.Tensor:
-    """Hidden states at the positions that predict each completion token, shape (rows, width, hidden)."""
+def _group_hidden(
+    backbone: Any, prompt: torch.Tensor, completions: list[torch.Tensor], share: bool
+) -> list[torch.Tensor]:
+    """Per row, the hidden states at the positions that predict its completion tokens, shape (length, hidden).
+
+    Each row runs unpadded (batch 1). With `share`, the prompt runs once and each row continues
+    from a copy of its KV cache, through which the row's gradient reaches the prompt's activations.
+    """
     import torch
     from transformers import DynamicCache
 
-    rows, width = completion.shape
-    length = prompt.numel()
-    if share and rows > 1 and length > 1:
+    prefix: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+    if share and prompt.numel() > 1 and sum(1 for c in completions if c.numel()) > 1:
         cache = DynamicCache(config=backbone.config)
         backbone(input_ids=prompt[None, :-1], past_key_values=cache, use_cache=True)
-        cache.batch_repeat_interleave(rows)
-        suffix = torch.cat([prompt[-1:].expand(rows, 1), completion], dim=1)
-        mask = torch.cat([completion_mask.new_ones(rows, length), completion_mask], dim=1)
-        out = backbone(input_ids=suffix, attention_mask=mask, past_key_values=cache, use_cache=True)
-        return out.last_hidden_state[:, :width]
-    ids = torch.cat([prompt.expand(rows, length), completion], dim=1)
-    mask = torch.cat([completion_mask.new_ones(rows, length), completion_mask], dim=1)
-    out = backbone(input_ids=ids, attention_mask=mask, use_cache=False)
-    return out.last_hidden_state[:, length - 1 : length - 1 + width]
+        prefix = [(layer.keys, layer.values) for layer in cache.layers]
+    hidden = []
+    for completion in completions:
+        length = completion.numel()
+        if length == 0:
+            hidden.append(completion.new_zeros((0, backbone.config.hidden_size), dtype=backbone.dtype))
+        elif prefix is not None:
+            row_cache = DynamicCache(ddp_cache_data=prefix, config=backbone.config)
+            suffix = torch.cat([prompt[-1:], completion])[None]
+            out = backbone(input_ids=suffix, past_key_values=row_cache, use_cache=True)
+            hidden.append(out.last_hidden_state[0, :length])
+        else:
+            out = backbone(input_ids=torch.cat([prompt, completion])[None], use_cache=False)
+            hidden.append(out.last_hidden_state[0, prompt.numel() - 1 : prompt.numel() - 1 + length])
+    return hidden
 
 
 def _score(
-    hidden: torch.Tensor,
-    lm_head: Any,
-    targets: torch.Tensor,
-    valid: torch.Tensor,
-    temperature: float,
-    entropy: bool,
+    hidden: torch.Tensor, lm_head: Any, targets: torch.Tensor, temperature: float, entropy: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logprob (and entropy) of each valid target under `lm_head`, zero elsewhere; TRL's chunked kernel."""
+    """Logprob (and entropy) of each target under `lm_head` at temperature; TRL's chunked kernel."""
     from trl.kernels import ChunkedLogProbFunction
 
     outputs = ("log_probs", "entropy") if entropy else ("log_probs",)
     logps, entropies, *_ = ChunkedLogProbFunction.apply(
-        hidden[valid], lm_head.weight, lm_head.bias, targets[valid], temperature, LOGPROB_CHUNK, None, 1.0, outputs
+        hidden, lm_head.weight, lm_head.bias, targets, temperature, LOGPROB_CHUNK, None, 1.0, outputs
     )
-    logps = logps.new_zeros(valid.shape).masked_scatter(valid, logps)  # float32, as TRL's kernel returns
-    if entropies is not None:
-        entropies = entropies.new_zeros(valid.shape).masked_scatter(valid, entropies)
     return logps, entropies
+
+
+def _unflatten(values: torch.Tensor, lengths: list[int], order: list[int], width: int) -> torch.Tensor:
+    """Rows of `width` columns from the concatenated per-row values (zero padded), back in batch order."""
+    import torch
+    import torch.nn.functional as F
+
+    pieces = [F.pad(piece, (0, width - piece.numel())) for piece in values.split(lengths)]
+    by_row = dict(zip(order, pieces, strict=True))
+    return torch.stack([by_row[row] for row in range(len(order))])
 
 
 def completion_logps(
@@ -121,27 +132,21 @@ def completion_logps(
 
     `input_ids` is TRL's left-padded prompt followed by the right-padded completion. Padded
     completion positions get 0, as in TRL. With `share_prefix`, rows with the same prompt run
-    it once through a repeated KV cache; callers must turn it off when the backbone
-    checkpoints activations (Hugging Face drops the cache of checkpointed layers).
+    it once; callers must turn it off when the backbone checkpoints activations (Hugging Face
+    drops the KV cache of checkpointed layers).
     """
     import torch
-    import torch.nn.functional as F
 
     prompt_ids, completion_ids = input_ids[:, :-logits_to_keep], input_ids[:, -logits_to_keep:]
     prompt_mask, completion_mask = attention_mask[:, :-logits_to_keep], attention_mask[:, -logits_to_keep:]
-    logps, entropies, order = [], [], []
+    hidden, targets, lengths, order = [], [], [], []
     for group in group_rows(prompt_ids, prompt_mask, completion_mask):
-        rows = torch.tensor(group.rows, device=input_ids.device)
-        completion = completion_ids[rows, : group.width]
-        mask = completion_mask[rows, : group.width]
-        hidden = _prompt_hidden(backbone, group.prompt, completion, mask, share_prefix)
-        group_logps, group_entropy = _score(hidden, lm_head, completion, mask.bool(), temperature, compute_entropy)
-        pad = (0, logits_to_keep - group.width)
-        logps.append(F.pad(group_logps, pad))
-        entropies.append(F.pad(group_entropy, pad) if group_entropy is not None else None)
+        completions = [completion_ids[row, :length] for row, length in zip(group.rows, group.lengths, strict=True)]
+        hidden += _group_hidden(backbone, group.prompt, completions, share_prefix)
+        targets += completions
+        lengths += group.lengths
         order += group.rows
-    inverse = torch.empty(len(order), dtype=torch.long, device=input_ids.device)
-    inverse[torch.tensor(order, device=input_ids.device)] = torch.arange(len(order), device=input_ids.device)
-    all_logps = torch.cat(logps)[inverse]
-    all_entropies = torch.cat(entropies)[inverse] if compute_entropy else None  # type: ignore[arg-type]
+    logps, entropies = _score(torch.cat(hidden), lm_head, torch.cat(targets), temperature, compute_entropy)
+    all_logps = _unflatten(logps, lengths, order, logits_to_keep)
+    all_entropies = _unflatten(entropies, lengths, order, logits_to_keep) if entropies is not None else None
     return all_logps, all_entropies

@@ -184,6 +184,12 @@ def build_grpo_config(
         max_completion_length=grpo.max_completion_tokens,
         reward_weights=reward_weights,
         use_vllm=False,  # rollouts generate themselves (vLLM server or transformers), see rollout.py
+        # In-process transformers sampling is the trainer's own model: nothing to correct (training/importance.py).
+        vllm_importance_sampling_correction=config.backend == "vllm" and grpo.importance_sampling != "off",
+        vllm_importance_sampling_mode=grpo.importance_sampling
+        if grpo.importance_sampling != "off"
+        else "token_truncate",
+        vllm_importance_sampling_clip_max=grpo.importance_sampling_clip,
         logging_steps=1,
         save_strategy="steps",
         save_steps=config.save_steps,
@@ -236,6 +242,8 @@ def memora_trainer_class() -> type[GRPOTrainer]:
 
         share_prompt_prefix: bool = True
         """Run a shared prompt once per group (turned off automatically under gradient checkpointing)."""
+        fast_logprobs: bool = True
+        """Score with `completion_logps`; False keeps TRL's padded pass (benchmarks compare the two)."""
 
         def _get_per_token_logps_and_entropies(
             self,
@@ -262,7 +270,7 @@ def memora_trainer_class() -> type[GRPOTrainer]:
 
         def _fast_path_parts(self, model: Any, compute_aux_loss: bool, kwargs: dict[str, Any]) -> tuple | None:
             """(backbone, lm_head) of `model` when our pass applies to this call, else None."""
-            if compute_aux_loss or any(value is not None for value in kwargs.values()):
+            if not self.fast_logprobs or compute_aux_loss or any(value is not None for value in kwargs.values()):
                 return None
             if self.accelerator.num_processes > 1 or self.args.cast_lm_head_to_fp32:
                 return None  # a DDP/FSDP wrapper must see the forward; TRL's fp32 head is not reproduced
@@ -270,9 +278,10 @@ def memora_trainer_class() -> type[GRPOTrainer]:
             base = unwrapped.get_base_model() if hasattr(unwrapped, "get_base_model") else unwrapped
             from memora_rl.training.logprobs import supports_fast_path
 
-            if not supports_fast_path(base.config) or not hasattr(base, "base_model"):
+            backbone = getattr(base, "base_model", base)
+            if backbone is base or base.get_output_embeddings() is None or not supports_fast_path(base.config):
                 return None
-            return base.base_model, base.get_output_embeddings()
+            return backbone, base.get_output_embeddings()
 
         def _chunked_logps(
             self,
@@ -290,7 +299,8 @@ def memora_trainer_class() -> type[GRPOTrainer]:
 
             backbone, lm_head = parts
             grad = torch.is_grad_enabled()
-            share = self.share_prompt_prefix and not (grad and backbone.training and backbone.is_gradient_checkpointing)
+            checkpointing = getattr(backbone, "is_gradient_checkpointing", False)
+            share = self.share_prompt_prefix and not (grad and backbone.training and checkpointing)
             size = (batch_size or input_ids.size(0)) if grad else input_ids.size(0)
             logps, entropies = [], []
             for start in range(0, input_ids.size(0), size):

@@ -1,0 +1,317 @@
+"""benchmarks/learning.py: its pure parts (aggregation, curve reading, action mix, tables), the generator choice,
+the vLLM evaluation path on the session server, and a skip-train smoke."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import learning  # noqa: E402
+from learning_curve import interpolate_at  # noqa: E402
+
+TINY_MODEL = "smollm2-135m-instruct"
+
+
+def _components(recall: float, tokens: float, **counts: float) -> dict[str, float]:
+    """Judge components of one episode with the given recall, tokens and action counts."""
+    row = {
+        "evidence_recall": recall,
+        "initial_recall": 0.25,
+        "recall_gain": recall - 0.25,
+        "context_tokens": tokens,
+        "steps": sum(counts.values()),
+        "valid_action_rate": 1.0,
+        "total": recall,
+    }
+    row.update({f"actions_{kind}": counts.get(kind, 0.0) for kind in learning.ACTION_KINDS})
+    return row
+
+
+def test_action_mix_pools_counts_over_episodes():
+    mix = learning.action_mix(
+        [_components(1.0, 10, expand=2, stop=1), _components(0.5, 10, invalid=3, forced=1, refine=1)]
+    )
+    assert mix == pytest.approx({"expand": 0.25, "refine": 0.125, "stop": 0.125, "invalid": 0.375, "forced": 0.125})
+    assert sum(mix.values()) == pytest.approx(1.0)
+
+
+def test_action_mix_without_actions_is_all_zero():
+    assert learning.action_mix([{}, {"actions_stop": 0.0}]) == dict.fromkeys(learning.ACTION_KINDS, 0.0)
+
+
+def test_policy_metrics_are_episode_means_with_the_mix():
+    metrics = learning.policy_metrics([_components(1.0, 100, expand=1, stop=1), _components(0.5, 50, stop=1)])
+    assert metrics["evidence_recall"] == pytest.approx(0.75)
+    assert metrics["recall_gain"] == pytest.approx(0.5)
+    assert metrics["context_tokens"] == pytest.approx(75.0)
+    assert metrics["steps"] == pytest.approx(1.5)
+    assert metrics["mix_stop"] == pytest.approx(2 / 3) and metrics["mix_expand"] == pytest.approx(1 / 3)
+    assert metrics["episodes"] == 2
+    with pytest.raises(ValueError):
+        learning.policy_metrics([])
+
+
+def test_aggregate_seeds_mean_and_sample_std():
+    aggregated = learning.aggregate_seeds([{"r": 0.2, "t": 10.0}, {"r": 0.4, "t": 10.0}, {"r": 0.6, "t": 10.0}])
+    assert aggregated["r"]["mean"] == pytest.approx(0.4)
+    assert aggregated["r"]["std"] == pytest.approx(0.2)  # sample std (n - 1)
+    assert aggregated["t"] == {"mean": 10.0, "std": 0.0}
+    assert learning.aggregate_seeds([{"r": 0.3}])["r"] == {"mean": 0.3, "std": None}  # one seed: no spread
+
+
+def test_paired_gain_uses_the_spread_of_per_seed_gains():
+    gain = learning.paired_gain([0.5, 0.7, 0.6], [0.4, 0.5, 0.5])
+    assert gain["gain"] == pytest.approx((0.1 + 0.2 + 0.1) / 3)
+    assert gain["gain_std"] == pytest.approx(math.sqrt(((0.1 - 0.4 / 3) ** 2 * 2 + (0.2 - 0.4 / 3) ** 2) / 2))
+    assert gain["ratio"] == pytest.approx(gain["gain"] / gain["gain_std"])
+    assert gain["after"] == pytest.approx(0.6) and gain["before"] == pytest.approx(1.4 / 3)
+    assert learning.paired_gain([0.5], [0.4])["ratio"] is None  # one seed: no spread, no ratio
+    assert learning.paired_gain([0.5, 0.6], [0.4, 0.5])["ratio"] is None  # zero spread
+    with pytest.raises(ValueError):
+        learning.paired_gain([0.5], [0.4, 0.5])
+
+
+def test_interpolate_at_reads_between_points_and_clamps_outside():
+    curve = [(300.0, 0.9), (100.0, 0.5), (200.0, 0.7)]  # any order
+    assert interpolate_at(curve, 150.0) == (pytest.approx(0.6), True)
+    assert interpolate_at(curve, 200.0) == (pytest.approx(0.7), True)
+    assert interpolate_at(curve, 100.0) == (pytest.approx(0.5), True)
+    assert interpolate_at(curve, 50.0) == (0.5, False)
+    assert interpolate_at(curve, 1000.0) == (0.9, False)
+    assert interpolate_at([(100.0, 0.4), (100.0, 0.6), (200.0, 1.0)], 150.0)[0] == pytest.approx(0.75)  # ties averaged
+    with pytest.raises(ValueError):
+        interpolate_at([], 10.0)
+    with pytest.raises(ValueError):
+        interpolate_at(curve, float("nan"))
+
+
+def test_equal_token_rows_give_each_policy_its_margin_over_each_curve():
+    curves = {
+        "semantic": [
+            {"context_tokens": 100.0, "evidence_recall": 0.4},
+            {"context_tokens": 300.0, "evidence_recall": 0.8},
+        ],
+        "heuristic": [
+            {"context_tokens": 250.0, "evidence_recall": 0.9},
+            {"context_tokens": 400.0, "evidence_recall": 1.0},
+        ],
+    }
+    rows = learning.equal_token_rows({"GRPO": {"context_tokens": 200.0, "evidence_recall": 0.7}}, curves)
+    assert rows["GRPO"]["semantic"] == {"recall": pytest.approx(0.6), "margin": pytest.approx(0.1), "in_range": True}
+    assert rows["GRPO"]["heuristic"] == {"recall": 0.9, "margin": pytest.approx(-0.2), "in_range": False}
+
+
+def _report() -> dict:
+    """A small report as build_report makes it: base, warm start and GRPO over two seeds, two baselines."""
+    base = learning.policy_metrics([_components(0.3, 80, invalid=2, forced=1)])
+    per_seed = {
+        learning.WARM: [(0, learning.policy_metrics([_components(0.5, 120, expand=1, stop=1)])),
+                        (1, learning.policy_metrics([_components(0.55, 125, expand=1, stop=1)]))],
+        learning.GRPO: [(0, learning.policy_metrics([_components(0.7, 140, expand=2, stop=1)])),
+                        (1, learning.policy_metrics([_components(0.8, 150, expand=2, stop=1)]))],
+    }  # fmt: skip
+    policies = {learning.BASE: learning.summarize_policy([(None, base)])}
+    policies.update({name: learning.summarize_policy(rows) for name, rows in per_seed.items()})
+    policies[learning.SEMANTIC] = learning.summarize_policy(
+        [(None, learning.policy_metrics([_components(0.25, 60, stop=1)]))]
+    )
+    curves = {
+        "semantic": [{"setting": "k=1", "context_tokens": 20.0, "evidence_recall": 0.1},
+                     {"setting": "k=10", "context_tokens": 200.0, "evidence_recall": 0.6}],
+        "heuristic": [{"setting": "b=2", "context_tokens": 90.0, "evidence_recall": 0.3},
+                      {"setting": "b=6", "context_tokens": 160.0, "evidence_recall": 0.5}],
+    }  # fmt: skip
+    metrics = {
+        metric: learning.paired_gain(
+            [row[metric] for row in policies[learning.GRPO]["per_seed"]],
+            [row[metric] for row in policies[learning.WARM]["per_seed"]],
+        )
+        for metric in learning.METRICS
+    }
+    return {
+        "command": learning.command_line(["benchmarks/learning.py", "--seeds", "0", "1"]),
+        "env": "synthetic-hard",
+        "split": "test",
+        "tasks": 1,
+        "initial_recall": 0.25,
+        "max_turns": 5,
+        "llm_turns": 5,
+        "max_new_tokens": 40,
+        "seeds": [0, 1],
+        "policies": policies,
+        "curves": curves,
+        "equal_tokens": learning.equal_token_rows({n: p["mean"] for n, p in policies.items()}, curves),
+        "grpo_gain": {"start": learning.WARM, "metrics": metrics},
+        "generator": "vllm",
+        "timings": [{"step": "start smollm2-135m-instruct", "generator": "vllm", "s": 41.2},
+                    {"step": "play prompted base", "generator": "vllm", "s": 12.6}],
+        "training": [{"seed": 0, "reused": False, "train_s": 12.0, "final_step": 1, "step_s_mean": 3.0,
+                      "reward_first": 0.1, "reward_last": None}],
+    }  # fmt: skip
+
+
+def test_summarize_policy_keeps_seed_independent_policies_without_spread():
+    report = _report()
+    assert report["policies"][learning.BASE]["seeds"] == [] and report["policies"][learning.BASE]["std"] is None
+    grpo = report["policies"][learning.GRPO]
+    assert grpo["seeds"] == [0, 1] and grpo["mean"]["evidence_recall"] == pytest.approx(0.75)
+    assert grpo["std"]["evidence_recall"] == pytest.approx(math.sqrt(0.005))
+
+
+def test_markdown_report_holds_every_table():
+    text = learning.markdown_report(_report())
+    assert text.startswith("`python benchmarks/learning.py --seeds 0 1`")
+    assert "| GRPO | [0, 1] | 0.750 ± 0.071 | 0.500 ± 0.071 | 145.0 ± 7.1 |" in text
+    assert "| prompted base | - | 0.300 | 0.050 | 80.0 |" in text
+    assert "GRPO over its starting policy (warm start)" in text
+    assert "| recall | 0.750 ± 0.071 | 0.525 | +0.225 | 0.035 | +6.36 |" in text
+    # GRPO at 145 tokens: semantic reads 0.1 + 0.5 * 125 / 180, heuristic 0.3 + 0.2 * 55 / 70
+    assert f"- GRPO recall - semantic@same tokens: {0.75 - (0.1 + 0.5 * 125 / 180):+.3f}" in text
+    assert f"- GRPO recall - heuristic@same tokens: {0.75 - (0.3 + 0.2 * 55 / 70):+.3f}" in text
+    assert "| prompted base | 80.0 | 0.300 | 0.267 | +0.033 | 0.300* | +0.000 |" in text  # below heuristic's range
+    assert "| heuristic | b=6 | 160.0 | 0.500 |" in text
+    assert "| 0 | False | 12 | 1 | 3.0 | 0.100 | n/a |" in text
+    assert "(greedy, vllm, 40 new tokens a turn)" in text
+    assert "- start smollm2-135m-instruct (vllm): 41 s" in text and "- play prompted base (vllm): 13 s" in text
+
+
+def test_write_outputs_writes_json_markdown_and_png(tmp_path):
+    report = _report()
+    markdown = learning.write_outputs(report, tmp_path / "out")
+    assert (tmp_path / "out" / "learning.md").read_text() == markdown
+    assert json.loads((tmp_path / "out" / "learning.json").read_text())["policies"].keys() == report["policies"].keys()
+    assert (tmp_path / "out" / "recall_vs_tokens.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_seed_config_applies_the_benchmark_overrides(tmp_path):
+    args = learning.parse_args(
+        ["--config", str(BENCHMARKS.parent / "configs" / "grpo" / "hard.yaml"), "--steps", "3", "--warm-max-tasks", "5",
+         "--runs-dir", str(tmp_path), "--backend", "transformers", "grpo.beta=0.1"]
+    )  # fmt: skip
+    config = learning.seed_config(args, 2, tmp_path)
+    assert (config.seed, config.run_name, config.output_root) == (2, "hard-s2", tmp_path)
+    assert (config.grpo.max_steps, config.warm_start.max_tasks, config.grpo.beta) == (3, 5, 0.1)
+    assert config.backend == "transformers" and config.logging.wandb == "disabled"
+    assert config.save_steps == 5  # the config's own: runs kept in --runs-dir can resume from checkpoints
+
+
+def test_generator_defaults_to_vllm_when_installed(monkeypatch):
+    assert learning.parse_args(["--generator", "transformers"]).generator == "transformers"
+    monkeypatch.setattr(learning.importlib.util, "find_spec", lambda name: object() if name == "vllm" else None)
+    assert learning.parse_args([]).generator == "vllm"
+    monkeypatch.setattr(learning.importlib.util, "find_spec", lambda name: None)
+    assert learning.parse_args([]).generator == "transformers"
+    with pytest.raises(SystemExit):
+        learning.parse_args(["--generator", "sglang"])
+
+
+def test_adapter_off_generates_with_the_adapter_disabled():
+    events = []
+
+    class Model:
+        @contextlib.contextmanager
+        def disable_adapter(self):
+            events.append("off")
+            yield
+            events.append("on")
+
+    class Inner:
+        def generate(self, prompts, max_new_tokens, temperature):
+            events.append(("generate", len(prompts), max_new_tokens, temperature))
+            return ["sample"] * len(prompts)
+
+    assert learning.AdapterOff(Inner(), Model()).generate([[1], [2]], 4, 0.0) == ["sample", "sample"]
+    assert events == ["off", ("generate", 2, 4, 0.0), "on"]
+
+
+def test_adapter_rank_reads_the_peft_config(tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 12, "lora_alpha": 24}))
+    assert learning.adapter_rank(tmp_path) == 12
+
+
+def _eval_context(generator: str, server_url: str | None, tasks: int = 2) -> learning.EvalContext:
+    """The quickstart env's first test tasks, one LLM turn, as build_report sets them up."""
+    from memora_rl.env.registry import make_env
+    from memora_rl.llm.registry import load_tokenizer
+
+    tokenizer = load_tokenizer(TINY_MODEL)
+    env, held_out = make_env("synthetic", split="test", tokenizer=tokenizer)
+    steps = env.config.max_steps
+    return learning.EvalContext(
+        env, list(held_out)[:tasks], tokenizer, "synthetic", [], steps, 1, tasks,
+        generator=generator, base_model=TINY_MODEL, server_url=server_url,
+    )  # fmt: skip
+
+
+def _random_adapter(model_dir: Path, out_dir: Path) -> Path:
+    """A rank-8 LoRA with random, non-zero lora_B, saved as a run's `final/` folder."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.2)
+    model.save_pretrained(out_dir)
+    return out_dir
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_policies_play_on_the_shared_server_with_the_adapter_hot_loaded(vllm_server, tiny_model_dir, tmp_path):
+    from memora_rl.llm.server import list_served_models
+
+    adapter = _random_adapter(tiny_model_dir, tmp_path / "hard-s0" / "final")
+    ctx = _eval_context("vllm", vllm_server.base_url, tasks=1)  # ~850 prompt tokens a policy: slow on a busy CPU
+    with learning.policy_generators(ctx, TINY_MODEL, adapter) as generators:
+        served = [entry["id"] for entry in list_served_models(vllm_server.base_url)]
+        assert generators["base"].model == vllm_server.model and "learning-hard-s0" in served
+        base = learning.play_llm(ctx, generators["base"], 4, "base")
+        tuned = learning.play_llm(ctx, generators["adapter"], 4, "tuned")
+    assert "learning-hard-s0" not in [entry["id"] for entry in list_served_models(vllm_server.base_url)]
+    assert len(base) == len(tuned) == 1 and all(row["steps"] == 1 for row in base + tuned)
+    assert [row["step"] for row in ctx.timings] == [f"start {TINY_MODEL}", "play base", "play tuned"]
+    assert all(row["generator"] == "vllm" for row in ctx.timings)
+
+
+@pytest.mark.slow
+def test_learning_benchmark_skip_train_smoke(tmp_path):
+    out = tmp_path / "learning"
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, str(BENCHMARKS / "learning.py"), "--config", "configs/grpo/quickstart.yaml", "--skip-train",
+         "--generator", "transformers",  # no server start: the vLLM path has its own test on the session server
+         "--eval-tasks", "3", "--max-turns", "1", "--max-new-tokens", "4", "--eval-batch", "3",
+         "--semantic-k", "1", "3", "--heuristic-budgets", "2", "6", "--out", str(out)],
+        check=True, capture_output=True, timeout=600, cwd=BENCHMARKS.parent,
+    )  # fmt: skip
+    elapsed = time.perf_counter() - started
+    report = json.loads((out / "learning.json").read_text())
+    assert (out / "recall_vs_tokens.png").stat().st_size > 0 and (out / "learning.md").is_file()
+    policies = report["policies"]
+    assert set(policies) == {learning.BASE, learning.SEMANTIC, learning.HEURISTIC, learning.ORACLE}
+    assert report["tasks"] == 3 and all(p["mean"]["episodes"] == 3 for p in policies.values())
+    assert (
+        policies[learning.ORACLE]["mean"]["evidence_recall"] >= policies[learning.SEMANTIC]["mean"]["evidence_recall"]
+    )
+    assert policies[learning.SEMANTIC]["mean"]["mix_stop"] == 1.0
+    assert [p["setting"] for p in report["curves"][learning.SEMANTIC]] == ["k=1", "k=3"]
+    assert "grpo_gain" not in report and report["training"] == []
+    assert report["generator"] == "transformers" and [row["step"] for row in report["timings"]][1:] == [
+        f"play {learning.BASE}"
+    ]
+    print(f"learning.py --skip-train smoke: {elapsed:.0f} s")

@@ -1,0 +1,31 @@
+"""benchmarks/train_step.py runs end to end on tiny synthetic episodes and reports sane figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "train_step.py"
+
+
+@pytest.mark.slow
+def test_train_step_benchmark_tiny(tmp_path):
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(SCRIPT), "--source", "synthetic", "--steps", "1", "--generations", "2",
+               "--turns", "2", "--baseline-generations", "2", "--prompt-tokens", "40", "--observation-tokens", "16",
+               "--action-tokens", "4", "--micro-batch", "1", "--max-rss-gb", "12", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    rows = json.loads(out.read_text())
+    assert [(row["settings"], row["error"]) for row in rows] == [("current", None), ("new", None), ("new", None)]
+    for row in rows:
+        assert len(row["steps_s"]) == 1 and row["step_s"] > 0
+        assert row["peak_gb"] >= row["loaded_gb"] > 0
+        assert row["prompt_tokens"] == 2 * 40
+    baseline, target = rows[0], rows[2]
+    assert baseline["completion_tokens"] == 2 * 4 and baseline["policy_tokens"] == 2 * 4  # one turn: no observation
+    assert target["completion_tokens"] == 2 * (4 + 16 + 4) and target["policy_tokens"] == 2 * 8
+    assert "new / current" in done.stdout and "target" in done.stdout
