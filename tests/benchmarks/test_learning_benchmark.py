@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.adapter_fixtures import make_random_adapter
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
@@ -253,29 +255,12 @@ def _eval_context(generator: str, server_url: str | None, tasks: int = 2) -> lea
     )  # fmt: skip
 
 
-def _random_adapter(model_dir: Path, out_dir: Path) -> Path:
-    """A rank-8 LoRA with random, non-zero lora_B, saved as a run's `final/` folder."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.2)
-    model.save_pretrained(out_dir)
-    return out_dir
-
-
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_vllm_policies_play_on_the_shared_server_with_the_adapter_hot_loaded(vllm_server, tiny_model_dir, tmp_path):
     from memora_rl.llm.server import list_served_models
 
-    adapter = _random_adapter(tiny_model_dir, tmp_path / "hard-s0" / "final")
+    adapter = make_random_adapter(tiny_model_dir, tmp_path / "hard-s0" / "final")
     ctx = _eval_context("vllm", vllm_server.base_url, tasks=1)  # ~850 prompt tokens a policy: slow on a busy CPU
     with learning.policy_generators(ctx, TINY_MODEL, adapter) as generators:
         served = [entry["id"] for entry in list_served_models(vllm_server.base_url)]

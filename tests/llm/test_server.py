@@ -30,11 +30,13 @@ from memora_rl.llm.server import (
     unload_lora_adapter,
     wait_healthy,
 )
+from tests.adapter_fixtures import make_random_adapter
 
 # A stand-in server: answers /health and /v1/models, starts a grandchild in its process group,
 # writes the grandchild's pid to argv[4], and optionally ignores SIGTERM.
 STAND_IN_SERVER = """
 import http.server, json, signal, subprocess, sys
+from tests.adapter_fixtures import make_random_adapter
 port, name, ignore_term, pid_file = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1", sys.argv[4]
 if ignore_term:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -155,24 +157,6 @@ def _complete(base_url: str, model: str, prompt: str) -> str:
     return response.json()["choices"][0]["text"]
 
 
-def _make_adapter(model_dir: Path, out_dir: Path) -> Path:
-    """A rank-8 LoRA on the attention projections with random, non-zero lora_B (so outputs change)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
-    model = get_peft_model(base, config)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "lora_B" in name:
-                parameter.normal_(std=0.2)
-    model.save_pretrained(out_dir)
-    return out_dir
-
-
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_chat_completion(vllm_server: object) -> None:
@@ -194,7 +178,7 @@ def test_chat_completion(vllm_server: object) -> None:
 def test_runtime_lora_changes_greedy_output_and_unloads(
     vllm_server: object, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    adapter = _make_adapter(tiny_model_dir, tmp_path / "adapter")
+    adapter = make_random_adapter(tiny_model_dir, tmp_path / "adapter")
     name = f"test_lora_{uuid.uuid4().hex[:8]}"
     prompt = "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n"
     base_text = _complete(vllm_server.base_url, vllm_server.model, prompt)
