@@ -224,7 +224,7 @@ class ExtractiveBuilder(LazyEmbedder):
         statements = self.statements(conversation)
         report.statements = len(statements)
         if conversation.turn_ids() <= covered_turns and all((s.turn_id, s.text) in done_statements for s in statements):
-            logger.info("graph %s is already built; skipped", graph_id)
+            logger.debug("graph %s is already built; skipped", graph_id)
             return report.model_copy(update={"skipped": True, "seconds": time.perf_counter() - started})
         plan = self.plan(conversation, graph_id)
         pending = [

@@ -29,17 +29,8 @@ from typing import Literal
 from pydantic import Field
 
 from memora_rl.builders.base import episode_from_turns, raw_text
-from memora_rl.builders.llm_common import (
-    BatchedLLMBuilder,
-    BatchSink,
-    LLMBuilderConfig,
-    LLMBuildReport,
-    StructuredAsker,
-    format_day,
-    normalise_anchor,
-    render_messages,
-    session_batches,
-)
+from memora_rl.builders.batched import BatchedLLMBuilder, BatchSink, LLMBuildReport
+from memora_rl.builders.llm_config import LLMBuilderConfig
 from memora_rl.builders.memora_prompts import (
     DecideAnswer,
     ExtractAnswer,
@@ -52,6 +43,8 @@ from memora_rl.builders.memora_prompts import (
     segment_messages,
 )
 from memora_rl.builders.segmentation import clean_groups, clean_message_refs, contiguous_groups
+from memora_rl.builders.structured import StructuredAsker
+from memora_rl.builders.text import format_day, normalise_anchor, render_messages, session_batches
 from memora_rl.data.records import Conversation, Turn
 from memora_rl.llm.client import LLMClient
 from memora_rl.memory.records import EntryCandidate, Episode, MemoryEntry

@@ -35,17 +35,8 @@ import numpy as np
 from pydantic import Field
 
 from memora_rl.builders.base import LazyEmbedder, episode_from_turns, raw_text
-from memora_rl.builders.llm_common import (
-    BatchedLLMBuilder,
-    BatchSink,
-    LLMBuilderConfig,
-    LLMBuildReport,
-    StructuredAsker,
-    batches,
-    format_day,
-    normalise_anchor,
-    render_messages,
-)
+from memora_rl.builders.batched import BatchedLLMBuilder, BatchSink, LLMBuildReport
+from memora_rl.builders.llm_config import LLMBuilderConfig
 from memora_rl.builders.nemori_prompts import (
     ContinueAnswer,
     DistillAnswer,
@@ -60,6 +51,8 @@ from memora_rl.builders.nemori_prompts import (
     reconcile_messages,
 )
 from memora_rl.builders.segmentation import clean_groups, clean_message_refs
+from memora_rl.builders.structured import StructuredAsker
+from memora_rl.builders.text import batches, format_day, normalise_anchor, render_messages
 from memora_rl.data.records import Conversation, Turn
 from memora_rl.embedding import DEFAULT_EMBEDDER, Embedder
 from memora_rl.errors import GraphError

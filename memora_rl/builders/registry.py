@@ -1,27 +1,19 @@
-"""Builder names -> factories. Adding a builder (e.g. "memora", "nemori") is one line in `BUILDERS`."""
+"""Builder names -> factories. Adding a builder (e.g. "memora", "nemori") is one line in `BUILDERS`.
+
+Dependencies run one way: this module imports each builder (only when it is made), and no
+builder imports this module; `BuilderRequest` lives in `builders.request` and is re-exported
+here for callers of `make_builder`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-
-from pydantic import BaseModel, Field
 
 from memora_rl.builders.base import Builder
+from memora_rl.builders.request import BuilderRequest
 from memora_rl.errors import ConfigError
 
-
-class BuilderRequest(BaseModel):
-    """Everything a factory may need; each builder reads the fields it uses."""
-
-    config_path: Path | None = None
-    """Optional YAML file with the builder's config (e.g. configs/builders/extractive.yaml)."""
-    overrides: list[str] = Field(default_factory=list)
-    """`key=value` overrides applied on top of the YAML (e.g. `segmentation=change_point`)."""
-    llm_base_url: str | None = None
-    """OpenAI-compatible endpoint (".../v1") for LLM builders; ignored by the extractive one."""
-    llm_model: str | None = None
-    """Served model name for LLM builders; ignored by the extractive one."""
+__all__ = ["BUILDERS", "BuilderRequest", "builder_names", "make_builder"]
 
 
 def _make_extractive(request: BuilderRequest) -> Builder:
@@ -34,7 +26,7 @@ def _make_extractive(request: BuilderRequest) -> Builder:
 
 def _make_memora(request: BuilderRequest) -> Builder:
     """The Memora LLM builder (YAML + overrides, then `--llm-base-url`/`--llm-model`)."""
-    from memora_rl.builders.llm_common import load_llm_builder_config
+    from memora_rl.builders.llm_config import load_llm_builder_config
     from memora_rl.builders.memora import MemoraBuilder, MemoraConfig
 
     return MemoraBuilder(load_llm_builder_config(MemoraConfig, request))
@@ -42,7 +34,7 @@ def _make_memora(request: BuilderRequest) -> Builder:
 
 def _make_nemori(request: BuilderRequest) -> Builder:
     """The NEMORI LLM builder (YAML + overrides, then `--llm-base-url`/`--llm-model`)."""
-    from memora_rl.builders.llm_common import load_llm_builder_config
+    from memora_rl.builders.llm_config import load_llm_builder_config
     from memora_rl.builders.nemori import NemoriBuilder, NemoriConfig
 
     return NemoriBuilder(load_llm_builder_config(NemoriConfig, request))

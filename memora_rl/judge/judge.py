@@ -26,12 +26,11 @@ leave it out; a policy turn cut at the token limit is recorded as `invalid`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from memora_rl.async_bridge import run_sync
 from memora_rl.env.trajectory import Trajectory
 from memora_rl.errors import ConfigError
 from memora_rl.judge import graders
@@ -39,8 +38,6 @@ from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, ChatClient, rend
 from memora_rl.judge.config import JudgeConfig
 from memora_rl.judge.graders import TextEncoder
 from memora_rl.judge.rubric import Rubric
-
-ResultT = TypeVar("ResultT")
 
 
 class JudgeResult(BaseModel):
@@ -95,16 +92,6 @@ def answer_components(config: JudgeConfig, trajectory: Trajectory, verdict: Answ
     return values
 
 
-def _run_blocking(coroutine: Coroutine[Any, Any, ResultT]) -> ResultT:
-    """Run a coroutine to completion from sync code, in a worker thread when a loop is already running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
-
 class TrajectoryJudge:
     """Scores finished trajectories with the rubric of a `JudgeConfig`.
 
@@ -155,15 +142,9 @@ class TrajectoryJudge:
         """Score one trajectory; answer graders call their LLMs (blocking). Exceptions propagate."""
         if self.answer_grader is None:
             return self._combine(trajectory, None)
-        grader = self.answer_grader
-
-        async def score_and_close() -> JudgeResult:
-            try:
-                return (await self.score_many([trajectory]))[0]
-            finally:
-                await grader.aclose()  # its connections belong to this short-lived event loop
-
-        return _run_blocking(score_and_close())
+        # the grader's connections belong to this short-lived loop: closed on it, so a running loop is no obstacle
+        results = run_sync(self.score_many([trajectory]), cleanup=self.answer_grader.aclose, in_running_loop="thread")
+        return results[0]
 
     async def score_many(self, trajectories: Sequence[Trajectory]) -> list[JudgeResult]:
         """Score a batch; LLM calls of all trajectories run concurrently (bounded by the client)."""

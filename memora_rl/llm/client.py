@@ -27,6 +27,7 @@ from typing import Any, Self, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from memora_rl.async_bridge import LoopRunningError, run_sync
 from memora_rl.errors import LLMError, StructuredOutputError
 from memora_rl.llm.client_config import ChatResult, LLMConfig
 from memora_rl.llm.response_cache import CachedAnswer, ResponseCache, request_key
@@ -227,20 +228,11 @@ class LLMClient:
             LLMError: when called inside a running event loop (await the coroutine there instead).
         """
         try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            awaitable.close()
-            raise LLMError("A *_sync LLM call was made inside a running event loop; await the async method instead.")
-
-        async def run_and_close() -> ResultT:
-            try:
-                return await awaitable
-            finally:
-                await self.aclose()
-
-        return asyncio.run(run_and_close())
+            return run_sync(awaitable, cleanup=self.aclose)
+        except LoopRunningError as error:
+            raise LLMError(
+                "A *_sync LLM call was made inside a running event loop; await the async method instead."
+            ) from error
 
     def chat_sync(self, messages: list[Message], **options: Any) -> ChatResult:
         """Blocking `chat` (same arguments)."""

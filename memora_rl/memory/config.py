@@ -32,8 +32,8 @@ class StoreConfig(StrictModel):
     bm25: bool = True
     """Add an FTS5 BM25 channel when the query is text (ignored for vector queries)."""
     bm25_max_doc_share: float = Field(default=0.05, gt=0.0, le=1.0)
-    """In stores of at least `ann_threshold` entries, BM25 drops query words found in more than this share of
-    the entries (near-zero IDF, but a scan of a long posting list each); 1.0 keeps every word."""
+    """In graphs of at least `ann_threshold` entries, BM25 drops query words found in more than this share of
+    the graph's entries (near-zero IDF, but a scan of a long posting list each); 1.0 keeps every word."""
     ann_threshold: int = Field(default=10_000, ge=1)
     """Live vectors in a matrix at which searches switch from exact numpy to the usearch HNSW index
     (on 2 cores an exact 10k x 384 product takes ~2.5 ms, an HNSW search ~1 ms)."""

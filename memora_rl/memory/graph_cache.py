@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memora_rl.memory import ann_files
 from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.vectors import VectorTable
 
@@ -58,6 +59,8 @@ class GraphCache:
     anchor_row: dict[str, int] = field(default_factory=dict)
     entry_anchors: list[set[int]] = field(default_factory=list)
     anchor_entries: list[set[int]] = field(default_factory=list)
+    token_total: int | None = None
+    """Tokens of all entries' abstraction and value (BM25's average length); None until asked, and after a change."""
 
     def __post_init__(self) -> None:
         self.abstractions = VectorTable(self.dim, self.config)
@@ -80,12 +83,14 @@ class GraphCache:
             for episode_id in item.episode_ids:
                 self.episode_rows.setdefault(episode_id, set()).add(row)
         self._times_array: np.ndarray | None = None
+        self.token_total = None
 
     def update_entry(
         self, entry_id: str, abstraction_vector: np.ndarray, value_vector: np.ndarray, episode_ids: list[str]
     ) -> None:
         """Refresh a merged entry's vectors and episodes."""
         row = self.entry_row[entry_id]
+        self.token_total = None
         self.abstractions.replace(row, abstraction_vector)
         self.values.replace(row, value_vector)
         for episode_id in episode_ids:
@@ -94,6 +99,7 @@ class GraphCache:
     def remove_entry(self, entry_id: str) -> None:
         """Tombstone an entry and unlink it from its anchors (anchor pruning is separate)."""
         row = self.entry_row.pop(entry_id)
+        self.token_total = None
         self.abstractions.remove(row)
         self.values.remove(row)
         for anchor in self.entry_anchors[row]:
@@ -132,10 +138,10 @@ class GraphCache:
         """The three vector tables by name."""
         return {"abstractions": self.abstractions, "values": self.values, "anchors": self.anchors}
 
-    def save_ann_under(self, prefix: Path) -> None:
-        """Save and reuse this graph's HNSW indexes as files `<prefix>-<table>.<fingerprint>.usearch`."""
+    def save_ann_in(self, folder: Path, graph_id: str) -> None:
+        """Save and reuse this graph's HNSW indexes in `folder` (names: `memory.ann_files`)."""
         for name, table in self.tables.items():
-            table.ann_file = prefix.with_name(f"{prefix.name}-{name}")
+            table.ann_file = ann_files.table_prefix(folder, graph_id, name)
 
     def save_ann(self) -> None:
         """Write each index built or changed since it was last loaded or saved."""

@@ -35,15 +35,6 @@ def query_words(text: str) -> list[str]:
     return list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
 
 
-def fts_match_expression(words: Sequence[str]) -> str | None:
-    """An FTS5 MATCH expression OR-ing `words`, each quoted; None when there are none.
-
-    >>> fts_match_expression(["alice", "job"])
-    '"alice" OR "job"'
-    """
-    return " OR ".join(f'"{word}"' for word in words) if words else None
-
-
 def selective_words(words: Sequence[str], doc_counts: dict[str, int], max_docs: float) -> list[str]:
     """`words` found in at most `max_docs` entries; the rarest word when every word is more common.
 

@@ -12,6 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from memora_rl.errors import GraphError
 from memora_rl.memory.records import CueAnchor, Episode, MemoryEntry, ValueVersion
 
 _CHUNK = 900  # stays under SQLite's default limit of bound parameters
@@ -217,6 +218,18 @@ def read_entries(conn: sqlite3.Connection, graph_id: str, seqs: Sequence[int]) -
                 source_turn_ids=json.loads(row[6]), created_at=row[7], updated_at=row[8], **extra[seq],
             )  # fmt: skip
     return result
+
+
+def entries_by_id(
+    conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str], store: object
+) -> list[MemoryEntry]:
+    """Entries by id, in the order asked; unknown ids raise `GraphError` naming the `store`."""
+    seqs = entry_seqs(conn, graph_id, entry_ids)
+    missing = [entry_id for entry_id in entry_ids if entry_id not in seqs]
+    if missing:
+        raise GraphError(f"Entries {missing[:10]} are not in graph {graph_id!r} of {store}.")
+    found = read_entries(conn, graph_id, list(seqs.values()))
+    return [found[seqs[entry_id]] for entry_id in entry_ids]
 
 
 def read_episodes(conn: sqlite3.Connection, graph_id: str) -> list[Episode]:

@@ -1,42 +1,52 @@
 """`SQLiteGraphStore`: the embedded `GraphStore` backend (one SQLite file, several graphs).
 
-Every mutation runs in one `BEGIN IMMEDIATE` transaction, so a process killed mid-write
-leaves the previous consistent state. Search and frontier read a per-graph in-memory
-view (`GraphCache`) loaded lazily and updated after each commit; a commit by another
-connection (seen through `PRAGMA data_version`) drops the views so they reload.
+The store is a facade over three parts, each explained where it lives:
+
+- `StoreConnection` (`memory.connection`): the one SQLite connection and the lock that
+  serialises its use across threads;
+- `GraphViews` (`memory.views`): the per-graph in-memory views that search and frontier
+  read, and the rules that keep them coherent with the database (and the saved HNSW
+  indexes, `memory.ann_files`);
+- `GraphWriter` (`memory.writer`): every mutation, one `BEGIN IMMEDIATE` transaction each,
+  so a process killed mid-write leaves the previous consistent state.
+
+Reads, search and frontier are defined here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import sqlite3
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memora_rl.errors import GraphError
-from memora_rl.memory import sql_io
+from memora_rl.memory import ann_files, bm25, sql_io
 from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.connection import StoreConnection
 from memora_rl.memory.frontier import frontier_items
-from memora_rl.memory.graph_cache import GraphCache, load_graph_cache
+from memora_rl.memory.graph_cache import GraphCache
 from memora_rl.memory.integrity import run_integrity_checks
-from memora_rl.memory.records import CueAnchor, Episode, FrontierItem, MemoryEntry, SearchHit
-from memora_rl.memory.schema import connect
+from memora_rl.memory.records import (
+    CueAnchor,
+    EntryCandidate,
+    Episode,
+    FrontierItem,
+    MemoryEntry,
+    SearchHit,
+)
 from memora_rl.memory.search import (
     filter_mask,
-    fts_match_expression,
     query_words,
     rrf_fuse,
     selective_words,
     vector_rankings,
 )
-from memora_rl.memory.store import IntegrityReport, SearchFilters
+from memora_rl.memory.store import Decider, IntegrityReport, SearchFilters, UpsertResult
 from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
+from memora_rl.memory.views import GraphViews
 from memora_rl.memory.writer import GraphWriter
 
 if TYPE_CHECKING:
@@ -45,7 +55,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class SQLiteGraphStore(GraphWriter):
+class SQLiteGraphStore:
     """A collection of memory graphs in one SQLite file, with in-memory vector search.
 
     Args:
@@ -58,14 +68,11 @@ class SQLiteGraphStore(GraphWriter):
     def __init__(self, path: str | Path, embedder: Embedder | None = None, config: StoreConfig | None = None) -> None:
         self.path = Path(path)
         self.config = config or StoreConfig()
-        self._conn = connect(self.path)
         self._embedder = embedder
-        self._caches: dict[str, GraphCache] = {}
-        self._lock = threading.RLock()
-        self._data_version = self._read_data_version()
+        self._db = StoreConnection(self.path)
+        self._views = GraphViews(self._db, self.config, lambda: self.dim)
+        self._writer = GraphWriter(self._db, self._views, self._embed, self.config)
         self._has_vocab = False
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-        self._dim: int | None = int(row[0]) if row else None
 
     # --- plumbing ----------------------------------------------------------------------------
     def __enter__(self) -> SQLiteGraphStore:
@@ -86,39 +93,17 @@ class SQLiteGraphStore(GraphWriter):
     @property
     def dim(self) -> int:
         """Vector dimension of this store (recorded on the first write; else the embedder's)."""
-        if self._dim is None:
+        if self._db.dim is None:
             return self.embedder.dim
-        return self._dim
-
-    def _read_data_version(self) -> int:
-        return self._conn.execute("PRAGMA data_version").fetchone()[0]
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; on any error it rolls back and drops the in-memory views."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                self._caches.clear()
-                raise
-
-    def _record_dim(self, conn: sqlite3.Connection, dim: int) -> None:
-        """Record the store's vector dimension on its first vector write."""
-        if self._dim is None:
-            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('dim', ?)", (str(dim),))
-            self._dim = dim
+        return self._db.dim
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts, (n, dim), checking the embedder matches the store."""
         vectors = self.embedder.encode(list(texts))
-        if self._dim is not None and len(texts) and vectors.shape[1] != self._dim:
+        if self._db.dim is not None and len(texts) and vectors.shape[1] != self._db.dim:
             raise GraphError(
-                f"The embedder gives {vectors.shape[1]}-d vectors but store {self.path} holds {self._dim}-d ones. "
-                "Open it with the embedder that built it."
+                f"The embedder gives {vectors.shape[1]}-d vectors but store {self.path} holds {self._db.dim}-d "
+                "ones. Open it with the embedder that built it."
             )
         return vectors
 
@@ -127,77 +112,98 @@ class SQLiteGraphStore(GraphWriter):
             return self._embed([query])[0]
         return as_unit_vector(query, self.dim, "The query vector")
 
-    def _cache(self, graph_id: str, must_exist: bool = True) -> GraphCache:
-        """The in-memory view of a graph, (re)loaded when missing or changed by another connection."""
-        with self._lock:
-            version = self._read_data_version()
-            if version != self._data_version:
-                self._caches.clear()
-                self._data_version = version
-            cache = self._caches.get(graph_id)
-            if cache is None:
-                if (
-                    must_exist
-                    and not self._conn.execute("SELECT 1 FROM graphs WHERE graph_id = ?", (graph_id,)).fetchone()
-                ):
-                    raise GraphError(
-                        f"Graph {graph_id!r} is not in store {self.path}; it holds {self.graph_ids() or 'no graphs'}."
-                    )
-                cache = load_graph_cache(self._conn, graph_id, self.dim, self.config)
-                if self.config.ann_persist:
-                    cache.save_ann_under(self.ann_dir / hashlib.sha256(graph_id.encode()).hexdigest()[:16])
-                self._caches[graph_id] = cache
-            return cache
-
-    def _loaded_cache(self, graph_id: str) -> GraphCache | None:
-        return self._caches.get(graph_id)
+    def _cache(self, graph_id: str) -> GraphCache:
+        """The in-memory view of a graph (see `memory.views` for when it is reloaded)."""
+        return self._views.get(graph_id)
 
     @property
     def ann_dir(self) -> Path:
         """Folder of the saved HNSW indexes (`<store file>.ann`); safe to delete, they are rebuilt."""
-        return self.path.with_name(f"{self.path.name}.ann")
+        return ann_files.ann_dir(self.path)
 
     def close(self) -> None:
         """Save changed HNSW indexes, then close the database (WAL content is checkpointed by SQLite)."""
-        with self._lock:
-            for cache in self._caches.values():
-                cache.save_ann()
-            self._caches.clear()
-            self._conn.close()
+        with self._db.lock:
+            self._views.save_and_drop_all()
+            self._db.conn.close()
+
+    # --- writes (done by `GraphWriter`) ------------------------------------------------------
+    def add_episode(self, episode: Episode) -> Episode:
+        """Store (or replace, by id) an episode with the embedding of its text."""
+        return self._writer.add_episode(episode)
+
+    def upsert_entry(
+        self,
+        graph_id: str,
+        candidate: EntryCandidate,
+        decider: Decider,
+        *,
+        abstraction_vector: np.ndarray | None = None,
+        value_vector: np.ndarray | None = None,
+        anchor_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> UpsertResult:
+        """Create-or-update an entry; see `GraphWriter.upsert_entry`."""
+        return self._writer.upsert_entry(
+            graph_id,
+            candidate,
+            decider,
+            abstraction_vector=abstraction_vector,
+            value_vector=value_vector,
+            anchor_vectors=anchor_vectors,
+        )
+
+    def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:
+        """Link an entry to anchors (same normalised text -> same anchor); returns the linked anchors."""
+        return self._writer.link_anchors(graph_id, entry_id, anchor_texts)
+
+    def delete_entry(self, graph_id: str, entry_id: str) -> None:
+        """Delete an entry and prune anchors left without entries, in one transaction."""
+        self._writer.delete_entry(graph_id, entry_id)
+
+    def add_entries_bulk(
+        self,
+        graph_id: str,
+        candidates: Sequence[EntryCandidate],
+        abstraction_vectors: np.ndarray | None = None,
+        value_vectors: np.ndarray | None = None,
+        anchor_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> list[str]:
+        """Create many entries in one transaction, without create-or-update; see `GraphWriter.add_entries_bulk`."""
+        return self._writer.add_entries_bulk(graph_id, candidates, abstraction_vectors, value_vectors, anchor_vectors)
+
+    def import_entries(
+        self, graph_id: str, entries: Sequence[MemoryEntry], anchor_texts: Sequence[Sequence[str]]
+    ) -> list[str]:
+        """Insert entries keeping their ids, times and history (JSONL import); one transaction."""
+        return self._writer.import_entries(graph_id, entries, anchor_texts)
 
     # --- reads -------------------------------------------------------------------------------
     def graph_ids(self) -> list[str]:
         """Ids of the graphs held, sorted."""
-        return [row[0] for row in self._conn.execute("SELECT graph_id FROM graphs ORDER BY graph_id")]
+        return self._db.graph_ids()
 
     def get_entries(self, graph_id: str, entry_ids: Sequence[str]) -> list[MemoryEntry]:
         """Entries by id, in the order asked; unknown ids raise `GraphError`."""
-        seqs = sql_io.entry_seqs(self._conn, graph_id, entry_ids)
-        missing = [entry_id for entry_id in entry_ids if entry_id not in seqs]
-        if missing:
-            raise GraphError(f"Entries {missing[:10]} are not in graph {graph_id!r} of {self.path}.")
-        found = sql_io.read_entries(self._conn, graph_id, list(seqs.values()))
-        return [found[seqs[entry_id]] for entry_id in entry_ids]
+        return sql_io.entries_by_id(self._db.conn, graph_id, entry_ids, self.path)
 
     def entries(self, graph_id: str) -> list[MemoryEntry]:
         """All entries of a graph, in insertion order."""
-        seqs = [
-            row[0] for row in self._conn.execute("SELECT seq FROM entries WHERE graph_id = ? ORDER BY seq", (graph_id,))
-        ]
-        found = sql_io.read_entries(self._conn, graph_id, seqs)
+        conn = self._db.conn
+        seqs = [row[0] for row in conn.execute("SELECT seq FROM entries WHERE graph_id = ? ORDER BY seq", (graph_id,))]
+        found = sql_io.read_entries(conn, graph_id, seqs)
         return [found[seq] for seq in seqs]
 
     def episodes(self, graph_id: str) -> list[Episode]:
         """All episodes of a graph, in insertion order."""
-        return sql_io.read_episodes(self._conn, graph_id)
+        return sql_io.read_episodes(self._db.conn, graph_id)
 
     def anchors(self, graph_id: str) -> list[CueAnchor]:
         """All cue anchors of a graph with their entry ids."""
-        return sql_io.read_anchors(self._conn, graph_id)
+        return sql_io.read_anchors(self._db.conn, graph_id)
 
     def stats(self, graph_id: str) -> dict[str, int]:
         """Counts of entries, anchors, episodes, links and history versions of a graph."""
-        one = self._conn.execute
+        one = self._db.conn.execute
         return {
             "entries": one("SELECT count(*) FROM entries WHERE graph_id = ?", (graph_id,)).fetchone()[0],
             "anchors": one("SELECT count(*) FROM anchors WHERE graph_id = ?", (graph_id,)).fetchone()[0],
@@ -239,7 +245,7 @@ class SQLiteGraphStore(GraphWriter):
         vector = self._query_vector(query)
         mask = filter_mask(cache, filters)
         depth = max(k, self.config.channel_depth)
-        with self._lock, single_thread_blas():
+        with self._db.lock, single_thread_blas():
             rankings = vector_rankings(cache, vector, depth, mask)
             if isinstance(query, str) and self.config.bm25:
                 rankings.append(self._bm25_ranking(cache, graph_id, query, depth, mask))
@@ -250,40 +256,43 @@ class SQLiteGraphStore(GraphWriter):
     def _bm25_ranking(
         self, cache: GraphCache, graph_id: str, text: str, depth: int, mask: np.ndarray | None
     ) -> list[int]:
-        expression = fts_match_expression(self._selective_words(query_words(text)))
-        if expression is None:
+        """Rows of the graph's entries by BM25 over the graph's own statistics (see `memory.bm25`)."""
+        conn = self._db.conn
+        terms = self._query_terms(cache, graph_id, query_words(text))
+        frequencies = [per_entry for term in terms if (per_entry := bm25.term_frequencies(conn, graph_id, term))]
+        if not frequencies:
             return []
+        if cache.token_total is None:
+            cache.token_total = bm25.token_total(conn, graph_id)
+        entries = cache.abstractions.live
+        candidates = sorted({seq for per_entry in frequencies for seq in per_entry})
+        scores = bm25.bm25_scores(
+            frequencies, bm25.entry_lengths(conn, candidates), entries, cache.token_total / max(entries, 1)
+        )
         fetch = depth if mask is None else depth * 4
-        seqs = self._conn.execute(
-            "SELECT e.seq FROM entries_fts JOIN entries e ON e.seq = entries_fts.rowid "
-            "WHERE entries_fts MATCH ? AND e.graph_id = ? ORDER BY bm25(entries_fts) LIMIT ?",
-            (expression, graph_id, fetch),
-        ).fetchall()
-        rows = [cache.seq_row[seq] for (seq,) in seqs if seq in cache.seq_row]
+        best = sorted(scores, key=lambda seq: (-scores[seq], seq))[:fetch]
+        rows = [cache.seq_row[seq] for seq in best if seq in cache.seq_row]
         return [row for row in rows if mask is None or mask[row]][:depth]
 
-    def _selective_words(self, words: list[str]) -> list[str]:
-        """Drop very common words from a BM25 query in a large store (see `StoreConfig.bm25_max_doc_share`).
+    def _query_terms(self, cache: GraphCache, graph_id: str, words: list[str]) -> list[str]:
+        """The index terms of the query words that BM25 scores.
 
-        The store size is the highest entry number ever written (cheap, counts deleted entries too).
+        In a graph of `ann_threshold` entries or more, terms found in more than
+        `StoreConfig.bm25_max_doc_share` of its entries are dropped (see `search.selective_words`).
         """
-        share = self.config.bm25_max_doc_share
-        if share >= 1.0 or not words:
-            return words
-        size = self._conn.execute("SELECT max(seq) FROM entries").fetchone()[0] or 0
-        if size < self.config.ann_threshold:
-            return words
+        conn = self._db.conn
         if not self._has_vocab:
-            self._conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.entries_vocab USING fts5vocab(main, entries_fts, 'row')"
-            )
+            bm25.ensure_vocab(conn)
             self._has_vocab = True
-        counts = {
-            term: doc
-            for word in words
-            for term, doc in self._conn.execute("SELECT term, doc FROM temp.entries_vocab WHERE term = ?", (word,))
-        }
-        return selective_words(words, counts, share * size)
+        terms = list(dict.fromkeys(term for word in words for term in bm25.fts_terms(word)))
+        entries = cache.abstractions.live
+        share = self.config.bm25_max_doc_share
+        if share < 1.0 and terms and entries >= self.config.ann_threshold:
+            most = share * entries
+            counts = {term: bm25.store_doc_count(conn, term) for term in terms}  # cheap upper bounds
+            counts.update({t: bm25.graph_doc_count(conn, graph_id, t) for t, count in counts.items() if count > most})
+            terms = selective_words(terms, counts, most)
+        return terms
 
     def frontier(
         self,
@@ -310,13 +319,13 @@ class SQLiteGraphStore(GraphWriter):
         working_rows = self._rows(cache, graph_id, working_set)
         excluded = set(working_rows) | {cache.entry_row[i] for i in visited if i in cache.entry_row}
         threshold = self.config.relaxed_anchor_threshold if relaxed_threshold is None else relaxed_threshold
-        with self._lock, single_thread_blas():
+        with self._db.lock, single_thread_blas():
             return frontier_items(cache, working_rows, excluded, vector, limit, threshold)
 
     def check_integrity(self) -> IntegrityReport:
         """`PRAGMA integrity_check`, foreign keys, FTS index and graph invariants."""
-        with self._lock:
-            return IntegrityReport(problems=run_integrity_checks(self._conn, self._dim))
+        with self._db.lock:
+            return IntegrityReport(problems=run_integrity_checks(self._db.conn, self._db.dim))
 
 
 def open_store(

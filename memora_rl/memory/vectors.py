@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memora_rl.memory import ann_files
 from memora_rl.memory.config import StoreConfig
 
 logger = logging.getLogger(__name__)
@@ -66,8 +66,8 @@ class VectorTable:
     are re-scored exactly from the float32 rows, so returned scores are true cosines.
 
     With `ann_file` set, a built index is saved beside the store under a fingerprint of the
-    rows and the index settings, and a later process with the same rows loads it instead
-    of rebuilding (17 minutes at 1M rows on 2 cores).
+    rows, and a later process with the same rows loads it instead of rebuilding
+    (layout and keys: `memory.ann_files`).
     """
 
     def __init__(self, dim: int, config: StoreConfig, capacity: int = 1024) -> None:
@@ -161,18 +161,12 @@ class VectorTable:
         logger.info("built an HNSW index over %d vectors", len(rows))
 
     def fingerprint(self) -> str:
-        """SHA-256 of the rows, their live mask and the index settings: a saved index fits only these."""
-        import usearch
-
-        settings = (self.dim, self.config.ann_dtype, self.config.ann_connectivity, self.config.ann_expansion_add)
-        digest = hashlib.sha256(f"{settings} usearch {usearch.__version__}".encode())
-        digest.update(memoryview(self._alive[: self.size]))
-        digest.update(memoryview(self._matrix[: self.size]))
-        return digest.hexdigest()[:32]
+        """The key of a saved index for these rows and settings (see `memory.ann_files`)."""
+        return ann_files.fingerprint(self._matrix[: self.size], self._alive[: self.size], self.config)
 
     def _ann_path(self, fingerprint: str) -> Path:
         assert self.ann_file is not None
-        return self.ann_file.with_name(f"{self.ann_file.name}.{fingerprint}.usearch")
+        return ann_files.index_path(self.ann_file, fingerprint)
 
     def _ensure_ann(self) -> None:
         """Load the saved index for these rows if there is one, else build it (and save it)."""
@@ -219,9 +213,8 @@ class VectorTable:
             partial.unlink(missing_ok=True)
             logger.warning("could not save the HNSW index to %s (%s); it will be rebuilt on the next open", path, error)
             return
-        for old in path.parent.glob(f"{self.ann_file.name}.*.usearch"):
-            if old != path:
-                old.unlink(missing_ok=True)
+        for old in ann_files.older_saves(self.ann_file, path):
+            old.unlink(missing_ok=True)
         self._ann_saved = True
         logger.info("saved the HNSW index over %d vectors to %s", self.live, path)
 

@@ -1,26 +1,26 @@
 """Mutations of the SQLite graph store: episodes, create-or-update, anchors, delete, bulk loads.
 
-A mixin of `SQLiteGraphStore`: each public method embeds what it needs first, then writes
-in one transaction, then updates the in-memory view of the graph if it is loaded.
+`SQLiteGraphStore` owns one `GraphWriter` and hands it its write calls. Each public method
+embeds what it needs first, then writes in one transaction, then patches the graph's view
+if it is loaded (the coherence rules are in `memory.views`).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
-from pathlib import Path
 
 import numpy as np
 
 from memora_rl.errors import GraphError
 from memora_rl.memory import sql_io
 from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.connection import StoreConnection
 from memora_rl.memory.graph_cache import EntryRow, GraphCache, timestamp
 from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, MemoryEntry, ValueVersion
 from memora_rl.memory.store import Decider, MergeDecision, UpsertResult
 from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
+from memora_rl.memory.views import GraphViews
 
 
 def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
@@ -29,24 +29,32 @@ def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
 
 
 class GraphWriter:
-    """Write operations; relies on the plumbing that `SQLiteGraphStore` defines."""
+    """The write operations of one store.
 
-    config: StoreConfig
-    path: Path
-    dim: int
-    _transaction: Callable[[], AbstractContextManager[sqlite3.Connection]]
-    _embed: Callable[[Sequence[str]], np.ndarray]
-    _cache: Callable[..., GraphCache]
-    _loaded_cache: Callable[[str], GraphCache | None]
-    _record_dim: Callable[[sqlite3.Connection, int], None]
-    _caches: dict[str, GraphCache]
-    get_entries: Callable[[str, Sequence[str]], list[MemoryEntry]]
+    Args:
+        db: the store's connection (transactions, recorded dimension).
+        views: the store's in-memory views, patched after each commit.
+        embed: encodes texts to unit rows (n, dim), checking the store's dimension.
+        config: store settings (create-or-update gamma and top-k).
+    """
+
+    def __init__(
+        self,
+        db: StoreConnection,
+        views: GraphViews,
+        embed: Callable[[Sequence[str]], np.ndarray],
+        config: StoreConfig,
+    ) -> None:
+        self._db = db
+        self._views = views
+        self._embed = embed
+        self.config = config
 
     def add_episode(self, episode: Episode) -> Episode:
         """Store (or replace, by id) an episode with the embedding of its text."""
         vector = self._embed([episode.text or episode.title or episode.id])[0]
-        with self._transaction() as conn:
-            self._record_dim(conn, len(vector))
+        with self._views.transaction() as conn:
+            self._db.record_dim(conn, len(vector))
             sql_io.ensure_graph(conn, episode.graph_id)
             conn.execute(
                 "INSERT INTO episodes(graph_id, id, text, title, source_turn_ids, start_time, end_time, vector) "
@@ -60,7 +68,7 @@ class GraphWriter:
 
     def _vector_dim(self, vector: np.ndarray) -> int:
         """The store's dimension, or the given vector's when the store has none yet (no embedder load)."""
-        recorded: int | None = getattr(self, "_dim", None)
+        recorded = self._db.dim
         return recorded if recorded is not None else int(np.asarray(vector).size)
 
     def _anchor_vectors(self, texts: Sequence[str], given: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
@@ -113,7 +121,7 @@ class GraphWriter:
     def _similar_entries(self, graph_id: str, abstraction_vector: np.ndarray) -> list[MemoryEntry]:
         """Existing entries whose abstraction cosine is >= gamma, best first (at most top_k)."""
         try:
-            known = self._cache(graph_id)
+            known = self._views.get(graph_id)
         except GraphError:  # a graph that does not exist yet has nothing to merge with
             return []
         with single_thread_blas():
@@ -121,7 +129,7 @@ class GraphWriter:
         ids = [
             known.entry_ids[row] for row, score in zip(rows, scores, strict=True) if score >= self.config.upsert.gamma
         ]
-        return self.get_entries(graph_id, ids) if ids else []
+        return sql_io.entries_by_id(self._db.conn, graph_id, ids, self._db.path) if ids else []
 
     def _create(
         self,
@@ -131,8 +139,8 @@ class GraphWriter:
         value_vector: np.ndarray,
         anchor_vectors: dict[str, np.ndarray],
     ) -> UpsertResult:
-        with self._transaction() as conn:
-            self._record_dim(conn, len(abstraction_vector))
+        with self._views.transaction() as conn:
+            self._db.record_dim(conn, len(abstraction_vector))
             sql_io.ensure_graph(conn, graph_id)
             (entry_id,) = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", 1)
             entry = MemoryEntry(
@@ -145,7 +153,7 @@ class GraphWriter:
             anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
             sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
         entry.anchor_ids = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
-        cache = self._loaded_cache(graph_id)
+        cache = self._views.loaded(graph_id)
         if cache is not None:
             row = EntryRow(entry_id, seq, entry.speaker, timestamp(entry.created_at), entry.episode_ids)
             cache.add_entries([row], abstraction_vector[None], value_vector[None])
@@ -176,7 +184,7 @@ class GraphWriter:
         merged.source_turn_ids = _union(target.source_turn_ids, candidate.source_turn_ids)
         merged.episode_ids = _union(target.episode_ids, candidate.episode_ids)
         merged.updated_at = candidate.time or target.updated_at
-        with self._transaction() as conn:
+        with self._views.transaction() as conn:
             seqs = sql_io.entry_seqs(conn, graph_id, [target.id])
             if target.id not in seqs:
                 raise GraphError(f"Entry {target.id!r} vanished from graph {graph_id!r} before the merge; retry.")
@@ -200,7 +208,7 @@ class GraphWriter:
             ]
             sql_io.prune_anchors(conn, old_anchor_seqs)
         merged.anchor_ids = _union(target.anchor_ids, [ref.id for ref in anchors.values()])
-        cache = self._loaded_cache(graph_id)
+        cache = self._views.loaded(graph_id)
         if cache is not None:
             cache.update_entry(target.id, abstraction_vector, value_vector, added)
             self._sync_links(cache, target.id, anchors, anchor_vectors)
@@ -208,7 +216,7 @@ class GraphWriter:
 
     def _stored_abstraction(self, graph_id: str, entry_id: str) -> np.ndarray:
         """The stored abstraction vector of an entry (no re-embedding when it is unchanged)."""
-        cache = self._cache(graph_id)
+        cache = self._views.get(graph_id)
         return cache.abstractions.matrix[cache.entry_row[entry_id]].copy()
 
     def _sync_links(
@@ -223,15 +231,15 @@ class GraphWriter:
     def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:
         """Link an entry to anchors (same normalised text -> same anchor); returns the linked anchors."""
         vectors = self._anchor_vectors(anchor_texts, None)
-        with self._transaction() as conn:
+        with self._views.transaction() as conn:
             seqs = sql_io.entry_seqs(conn, graph_id, [entry_id])
             if entry_id not in seqs:
                 raise GraphError(
-                    f"Entry {entry_id!r} is not in graph {graph_id!r} of {self.path}; cannot link anchors."
+                    f"Entry {entry_id!r} is not in graph {graph_id!r} of {self._db.path}; cannot link anchors."
                 )
             anchors = sql_io.ensure_anchors(conn, graph_id, anchor_texts, vectors)
             sql_io.link_entry_anchors(conn, [(seqs[entry_id], ref.seq) for ref in anchors.values()])
-        cache = self._loaded_cache(graph_id)
+        cache = self._views.loaded(graph_id)
         if cache is not None:
             self._sync_links(cache, entry_id, anchors, vectors)
         return [
@@ -240,16 +248,18 @@ class GraphWriter:
 
     def delete_entry(self, graph_id: str, entry_id: str) -> None:
         """Delete an entry (history, links cascade) and prune anchors left without entries, in one transaction."""
-        with self._transaction() as conn:
+        with self._views.transaction() as conn:
             seqs = sql_io.entry_seqs(conn, graph_id, [entry_id])
             if entry_id not in seqs:
-                raise GraphError(f"Entry {entry_id!r} is not in graph {graph_id!r} of {self.path}; nothing deleted.")
+                raise GraphError(
+                    f"Entry {entry_id!r} is not in graph {graph_id!r} of {self._db.path}; nothing deleted."
+                )
             anchor_seqs = [
                 r[0] for r in conn.execute("SELECT anchor_seq FROM entry_anchors WHERE entry_seq=?", (seqs[entry_id],))
             ]
             conn.execute("DELETE FROM entries WHERE seq = ?", (seqs[entry_id],))
             pruned = sql_io.prune_anchors(conn, anchor_seqs)
-        cache = self._loaded_cache(graph_id)
+        cache = self._views.loaded(graph_id)
         if cache is not None:
             cache.remove_entry(entry_id)
             for anchor_id in pruned:
@@ -307,8 +317,8 @@ class GraphWriter:
         value_vectors = _unit_rows(value_vectors, len(entries), "value_vectors")
         all_texts = list(dict.fromkeys(t for texts in anchor_texts for t in texts))
         vectors = self._anchor_vectors(all_texts, anchor_vectors)
-        with self._transaction() as conn:
-            self._record_dim(conn, abstraction_vectors.shape[1])
+        with self._views.transaction() as conn:
+            self._db.record_dim(conn, abstraction_vectors.shape[1])
             sql_io.ensure_graph(conn, graph_id)
             fresh = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", sum(1 for e in entries if not e.id))
             fresh_ids = iter(fresh)
@@ -321,7 +331,7 @@ class GraphWriter:
             links = {(seq, anchors[n].seq) for seq, texts in zip(seqs, anchor_texts, strict=True)
                      for n in map(sql_io.normalise_anchor, texts) if n}  # fmt: skip
             sql_io.link_entry_anchors(conn, sorted(links))
-        self._caches.pop(graph_id, None)  # reloaded on next use
+        self._views.drop(graph_id)  # reloaded on next use
         return [entry.id for entry in entries]
 
 

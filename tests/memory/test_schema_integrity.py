@@ -41,7 +41,7 @@ def test_foreign_sqlite_file_and_folder_are_rejected(tmp_path):
 def test_integrity_check_finds_planted_problems(store: SQLiteGraphStore):
     entry = store.upsert_entry("g", EntryCandidate(abstraction="a", value="b", anchors=["x + y"]), always_create).entry
     assert store.check_integrity().ok
-    conn = store._conn
+    conn = store._db.conn
     conn.execute("INSERT INTO anchors(graph_id, id, text, norm_text, vector) VALUES ('g', 'a99', 'z', 'z', x'00')")
     conn.execute("PRAGMA foreign_keys=OFF")
     conn.execute("INSERT INTO entry_anchors VALUES (12345, 1)")
@@ -57,7 +57,7 @@ def test_integrity_check_finds_planted_problems(store: SQLiteGraphStore):
 def test_failed_transaction_rolls_back_everything(store: SQLiteGraphStore):
     store.upsert_entry("g", EntryCandidate(abstraction="a", value="b", anchors=["x"]), always_create)
     before = store.stats("g")
-    with pytest.raises(sqlite3.IntegrityError), store._transaction() as conn:
+    with pytest.raises(sqlite3.IntegrityError), store._views.transaction() as conn:
         conn.execute("DELETE FROM entries WHERE graph_id='g'")
         conn.execute("INSERT INTO graphs(graph_id) VALUES ('g')")  # duplicate key -> error
     assert store.stats("g") == before

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from memora_rl.memory import EntryCandidate, SearchFilters, SQLiteGraphStore, StoreConfig, always_create
-from memora_rl.memory.search import fts_match_expression, query_words, rrf_fuse
+from memora_rl.memory.bm25 import fts_terms
+from memora_rl.memory.search import query_words, rrf_fuse
 from tests.memory.helpers import perturb, random_unit
 
 FACTS = [
@@ -82,20 +83,21 @@ def test_rrf_rewards_agreement():
     assert rrf_fuse([], rrf_k=60) == {}
 
 
-def test_fts_expression_is_safe():
-    assert fts_match_expression(query_words("?? !!")) is None
-    assert fts_match_expression(query_words('AND OR NOT "x"')) == '"and" OR "or" OR "not" OR "x"'
+def test_query_terms_are_plain_index_terms():
+    assert query_words("?? !!") == []
+    assert [term for word in query_words('AND OR NOT "x"') for term in fts_terms(word)] == ["and", "or", "not", "x"]
 
 
 def test_bm25_drops_common_words_only_in_large_stores(facts_store, embedder):
     store, ids = facts_store
     words = query_words("Alice Lisbon zebra")
-    assert store._selective_words(words) == words  # 6 entries: below ann_threshold, nothing dropped
+    assert store._query_terms(store._cache("g"), "g", words) == words  # 6 entries: below ann_threshold
     pruning = SQLiteGraphStore(
         store.path, embedder=embedder, config=StoreConfig(ann_threshold=1, bm25_max_doc_share=0.4)
     )
-    assert pruning._selective_words(words) == ["lisbon", "zebra"]  # "alice" is in 3 of 6 entries
-    assert pruning._selective_words(["alice"]) == ["alice"]  # never an empty query
+    view = pruning._cache("g")
+    assert pruning._query_terms(view, "g", words) == ["lisbon", "zebra"]  # "alice" is in 3 of 6 entries
+    assert pruning._query_terms(view, "g", ["alice"]) == ["alice"]  # never an empty query
     assert pruning.search("g", "Alice Lisbon", k=1)[0].entry_id == ids[3]
     pruning.close()
 

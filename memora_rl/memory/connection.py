@@ -1,0 +1,68 @@
+"""The database side of a `SQLiteGraphStore`: one shared connection, its lock, the recorded vector size."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from memora_rl.memory.schema import connect
+
+
+class StoreConnection:
+    """One SQLite connection shared by all threads of a store, and the lock that serialises its use.
+
+    The lock (reentrant) is held around everything that must not interleave with another
+    thread's work on this connection or on the in-memory views read from it:
+
+    - a write transaction, from `BEGIN IMMEDIATE` to `COMMIT` or `ROLLBACK`;
+    - loading, dropping and saving the views (`GraphViews`);
+    - vector search and frontier ranking over a view (numpy tables and usearch indexes);
+    - integrity checks and closing.
+
+    Plain reads (`SELECT`s of entries, episodes, anchors) run without it: SQLite serialises
+    statements on one connection, and WAL gives each read a consistent snapshot.
+
+    Args:
+        path: the store file (created if missing).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.conn = connect(path)
+        self.lock = threading.RLock()
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        self.dim: int | None = int(row[0]) if row else None
+        """Vector dimension recorded on the store's first vector write; None while it holds no vectors."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction under the lock: committed on success, rolled back on any error."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+
+    def record_dim(self, conn: sqlite3.Connection, dim: int) -> None:
+        """Record the store's vector dimension on its first vector write (inside a transaction)."""
+        if self.dim is None:
+            conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('dim', ?)", (str(dim),))
+            self.dim = dim
+
+    def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version`: changes when another connection commits to the file."""
+        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def graph_ids(self) -> list[str]:
+        """Ids of the graphs held, sorted."""
+        return [row[0] for row in self.conn.execute("SELECT graph_id FROM graphs ORDER BY graph_id")]
+
+    def has_graph(self, graph_id: str) -> bool:
+        """True when the store holds a graph with this id."""
+        return self.conn.execute("SELECT 1 FROM graphs WHERE graph_id = ?", (graph_id,)).fetchone() is not None

@@ -1,0 +1,89 @@
+"""Cache coherence of a store: the per-graph in-memory views (`GraphCache`) and when they are trusted.
+
+Search and frontier read a graph's view, never the database. The rules that keep a view equal
+to the committed rows all live here:
+
+1. A view is loaded on the first use of its graph (`get`).
+2. A write commits first, then patches the loaded view (`loaded`), or drops it for bulk loads
+   (`drop`); a graph never used is never loaded by a write.
+3. A failed write transaction drops every view (`transaction`), so no view keeps half of it.
+4. A commit by another connection (another process, another store object on the same file)
+   changes `PRAGMA data_version`; the next `get` sees that and drops every view.
+5. With `StoreConfig.ann_persist`, each view's HNSW indexes are saved in the store's `.ann`
+   folder (see `memory.ann_files`) and written out on `close`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from memora_rl.errors import GraphError
+from memora_rl.memory import ann_files
+from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.connection import StoreConnection
+from memora_rl.memory.graph_cache import GraphCache, load_graph_cache
+
+
+class GraphViews:
+    """The loaded views of one store's graphs, kept coherent with its database.
+
+    Args:
+        db: the store's connection; its lock guards the views too.
+        config: store settings (ANN thresholds, `ann_persist`).
+        dim: the store's vector dimension, asked only when a view is loaded (it may load the embedder).
+    """
+
+    def __init__(self, db: StoreConnection, config: StoreConfig, dim: Callable[[], int]) -> None:
+        self._db = db
+        self._config = config
+        self._dim = dim
+        self._views: dict[str, GraphCache] = {}
+        self._data_version = db.data_version()
+
+    def get(self, graph_id: str) -> GraphCache:
+        """The view of a graph, (re)loaded when missing or after another connection's commit."""
+        with self._db.lock:
+            version = self._db.data_version()
+            if version != self._data_version:
+                self._views.clear()
+                self._data_version = version
+            view = self._views.get(graph_id)
+            if view is None:
+                if not self._db.has_graph(graph_id):
+                    raise GraphError(
+                        f"Graph {graph_id!r} is not in store {self._db.path}; "
+                        f"it holds {self._db.graph_ids() or 'no graphs'}."
+                    )
+                view = load_graph_cache(self._db.conn, graph_id, self._dim(), self._config)
+                if self._config.ann_persist:
+                    view.save_ann_in(ann_files.ann_dir(self._db.path), graph_id)
+                self._views[graph_id] = view
+            return view
+
+    def loaded(self, graph_id: str) -> GraphCache | None:
+        """The view of a graph if it is loaded (to patch after a commit), else None."""
+        return self._views.get(graph_id)
+
+    def drop(self, graph_id: str) -> None:
+        """Forget one graph's view; it is reloaded on next use."""
+        self._views.pop(graph_id, None)
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction of the store; on any error it rolls back and drops every view."""
+        with self._db.lock:
+            try:
+                with self._db.transaction() as conn:
+                    yield conn
+            except BaseException:
+                self._views.clear()
+                raise
+
+    def save_and_drop_all(self) -> None:
+        """Save changed HNSW indexes, then forget every view (on close)."""
+        with self._db.lock:
+            for view in self._views.values():
+                view.save_ann()
+            self._views.clear()
