@@ -1,0 +1,260 @@
+"""Load-test `memora-rl serve-memory` over loopback: retrieve latency and throughput, ingest throughput.
+
+A graph of `--entries` entries (random unit vectors, like `graph_search.py`, with real text for
+BM25 and the query embedding) is bulk-loaded into a fresh SQLite store. For each policy a real
+`serve-memory` process is started on loopback and bounded closed-loop clients (`--concurrency`,
+default 1 8 32) send `--requests` retrieves per level; then extractive ingest runs in batches.
+The baseline, measured in the same run, is the same graph's semantic search called in-process
+(query embedding + fused search + entry reads, no HTTP, no env): the ratio column is a row's
+p50 over it. With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too.
+
+    python benchmarks/service_load.py --entries 10000 --requests 160
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
+         "mike", "november", "oscar", "papa"]  # fmt: skip
+NAMES = ["Ava", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lia", "Max", "Nia", "Omar"]
+THINGS = ["bicycle", "violin", "garden", "camera", "kayak", "telescope", "notebook", "guitar", "tent", "drone"]
+GRAPH = "bench"
+DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+def unit_rows(rng: np.random.Generator, count: int, dim: int) -> np.ndarray:
+    """Random L2-normalised float32 rows, (count, dim)."""
+    rows = rng.standard_normal((count, dim), dtype=np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def build_graph(path: Path, entries: int, seed: int) -> float:
+    """Bulk-load graph `bench` (entries with ~3 anchors from a pool of entries / 10); returns seconds."""
+    from memora_rl.memory import EntryCandidate, open_store
+
+    rng = np.random.default_rng(seed)
+    started = time.perf_counter()
+    with open_store(path) as store:
+        dim = store.embedder.dim
+        pool = max(100, entries // 10)
+        anchor_vectors = unit_rows(rng, pool, dim)
+        links = rng.integers(0, pool, size=(entries, 3))
+        candidates = [
+            EntryCandidate(
+                abstraction=f"{NAMES[i % 15]} + {THINGS[(i // 15) % 10]}",
+                value=f"{NAMES[i % 15]} keeps the {THINGS[(i // 15) % 10]} near {WORDS[(i // 7) % 16]} hall, item {i}",
+                source_turn_ids=[f"D{i // 100 + 1}:{i % 100 + 1}"],
+                anchors=[f"anchor {a}" for a in row],
+            )
+            for i, row in enumerate(links)
+        ]
+        used = {text: anchor_vectors[int(text.split()[1])] for c in candidates for text in c.anchors}
+        store.add_entries_bulk(GRAPH, candidates, unit_rows(rng, entries, dim), unit_rows(rng, entries, dim), used)
+    return time.perf_counter() - started
+
+
+def build_locomo(path: Path, locomo: Path) -> tuple[str, list[str]]:
+    """Extractive graph of LoCoMo's first conversation (resumable); returns its graph id and its questions."""
+    from memora_rl.builders.extractive import ExtractiveBuilder
+    from memora_rl.data.load import load_corpus
+    from memora_rl.memory import open_store
+
+    corpus = load_corpus(locomo)
+    conversation = corpus.conversations[0]
+    with open_store(path) as store:
+        ExtractiveBuilder().build(conversation, store)
+    return conversation.id, [task.question for task in corpus.tasks if task.conversation_id == conversation.id]
+
+
+def questions(count: int) -> list[str]:
+    """Distinct questions in the graph's vocabulary (each is embedded once by the server: cache misses)."""
+    return [f"Where does {NAMES[i % 15]} keep the {THINGS[(i // 15) % 10]}? (ask {i})" for i in range(count)]
+
+
+def percentile_ms(samples_s: list[float], share: float) -> float:
+    """A percentile of latencies, in milliseconds (nan when there are no samples)."""
+    return float(np.percentile(np.asarray(samples_s) * 1000.0, share)) if samples_s else float("nan")
+
+
+def baseline(store_path: Path, texts: list[str]) -> dict:
+    """In-process semantic search, one at a time: embed the query, fused search (k = 5), read the entries."""
+    from memora_rl.memory import open_store
+
+    samples = []
+    with open_store(store_path) as store:
+        store.search(GRAPH, "warm up the index", k=5)
+        for text in texts:
+            started = time.perf_counter()
+            hits = store.search(GRAPH, text, k=5)
+            store.get_entries(GRAPH, [hit.entry_id for hit in hits])
+            samples.append(time.perf_counter() - started)
+    return {"p50": percentile_ms(samples, 50), "p95": percentile_ms(samples, 95)}
+
+
+async def load(url: str, path: str, bodies: list[dict], concurrency: int) -> dict:
+    """Send every body with `concurrency` closed-loop clients; latency percentiles, requests/s, errors."""
+    queue = list(reversed(bodies))
+    samples: list[float] = []
+    errors = 0
+
+    async def client(http: httpx.AsyncClient) -> None:
+        nonlocal errors
+        while queue:
+            body = queue.pop()
+            started = time.perf_counter()
+            try:
+                response = await http.post(path, json=body) if body else await http.get(path)
+                if response.status_code != 200:
+                    errors += 1
+                    continue
+            except httpx.HTTPError:
+                errors += 1
+                continue
+            samples.append(time.perf_counter() - started)
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+        started = time.perf_counter()
+        await asyncio.gather(*(client(http) for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    return {"p50": percentile_ms(samples, 50), "p95": percentile_ms(samples, 95), "rps": len(samples) / wall,
+            "errors": errors, "n": len(bodies)}  # fmt: skip
+
+
+class Server:
+    """A `memora-rl serve-memory` subprocess on a free loopback port."""
+
+    def __init__(self, stores: list[Path], policy_args: list[str], port: int, start_timeout_s: float) -> None:
+        executable = Path(sys.executable).with_name("memora-rl")
+        store_args = [arg for store in stores for arg in ("--store", str(store))]
+        command = [str(executable), "serve-memory", *store_args, "--port", str(port), *policy_args]
+        self.url = f"http://127.0.0.1:{port}"
+        self.start_timeout_s = start_timeout_s
+        self.log = stores[0].with_name(f"serve-{port}.log")
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
+
+    def __enter__(self) -> Server:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SystemExit(f"serve-memory exited: {self.log.read_text(errors='replace')[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        self.__exit__()
+        raise SystemExit(f"serve-memory did not answer /healthz within {self.start_timeout_s:g} s (log: {self.log})")
+
+    def __exit__(self, *_: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def retrieve_rows(url: str, label: str, graph: str, texts: list[str], levels: list[int], requests: int) -> list[dict]:
+    """One row per concurrency level of retrieves from `texts` (after a warm-up that loads the ANN index)."""
+    asyncio.run(load(url, "/v1/retrieve", [{"graph": graph, "question": f"warm up {n}"} for n in range(4)], 2))
+    rows = []
+    for number, level in enumerate(levels):
+        chosen = [texts[(number * requests + n) % len(texts)] for n in range(requests)]  # fresh questions per level
+        bodies = [{"graph": graph, "question": text} for text in chosen]
+        rows.append({"what": label, "concurrency": level, **asyncio.run(load(url, "/v1/retrieve", bodies, level))})
+    return rows
+
+
+def ingest_rows(url: str, batches: int, batch_turns: int, levels: list[int]) -> list[dict]:
+    """Extractive ingest into a new graph: batches of `batch_turns` turns, as turns per second."""
+    rows = []
+    for level in levels:
+        bodies = [
+            {"graph": f"ingest-c{level}", "turns": [
+                {"speaker": NAMES[(b + t) % 15], "text": f"I lent my {THINGS[t % 10]} to {NAMES[b % 15]} on day {b}."}
+                for t in range(batch_turns)]}
+            for b in range(batches)
+        ]  # fmt: skip
+        result = asyncio.run(load(url, "/v1/ingest", bodies, level))
+        rows.append({"what": f"ingest, {batch_turns} turns/batch", "concurrency": level, **result,
+                     "turns_per_s": result["rps"] * batch_turns})  # fmt: skip
+    return rows
+
+
+def print_table(rows: list[dict], base: dict) -> None:
+    """The Markdown table: one row per measurement, ratio = p50 / in-process search p50."""
+    print("| what | clients | p50 ms | p95 ms | req/s | errors | p50 / in-process search |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| baseline: in-process semantic search (no HTTP) | 1 | {base['p50']:.1f} | {base['p95']:.1f} | | | 1.00 |")
+    for row in rows:
+        rate = f"{row['rps']:.1f}" + (f" ({row['turns_per_s']:.0f} turns/s)" if "turns_per_s" in row else "")
+        print(f"| {row['what']} | {row['concurrency']} | {row['p50']:.1f} | {row['p95']:.1f} | {rate} | "
+              f"{row['errors']}/{row['n']} | {row['p50'] / base['p50']:.2f} |")  # fmt: skip
+
+
+def main() -> None:
+    """Build the graph, measure the baseline, then load each policy's server and the ingest path."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--entries", type=int, default=10_000, help="entries of the benchmark graph")
+    parser.add_argument("--requests", type=int, default=160, help="retrieves per concurrency level")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32], help="client counts")
+    parser.add_argument("--policies", nargs="+", default=["semantic", "heuristic"], help="baseline policies to serve")
+    parser.add_argument("--llm-base-url", default=None, help="also serve policy=llm from this endpoint (.../v1)")
+    parser.add_argument("--llm-model", default=None, help="served name of the exported policy")
+    parser.add_argument("--ingest-batches", type=int, default=24, help="ingest batches per concurrency level")
+    parser.add_argument("--ingest-turns", type=int, default=10, help="turns per ingest batch")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="locomo10.json (skipped when absent)")
+    parser.add_argument("--start-timeout", type=float, default=600, help="seconds a server may take to start")
+    parser.add_argument("--workdir", type=Path, default=None, help="folder of the store (default: a temp dir)")
+    args = parser.parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="service_load_"))
+    store = workdir / "service.sqlite"
+    if not store.exists():
+        print(f"building {args.entries} entries: {build_graph(store, args.entries, args.seed):.1f} s", file=sys.stderr)
+    base = baseline(store, questions(args.requests))
+    stores, locomo = [store], None
+    if args.locomo is not None and args.locomo.is_file():
+        locomo = build_locomo(workdir / "locomo.sqlite", args.locomo)
+        stores.append(workdir / "locomo.sqlite")
+    synthetic_texts = questions(args.requests * len(args.concurrency))
+    servers = [(name, ["--policy", name]) for name in args.policies]
+    if args.llm_base_url and args.llm_model:
+        servers.append(("llm", ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model]))
+    rows: list[dict] = []
+    for name, policy_args in servers:
+        with Server(stores, policy_args, free_port(), args.start_timeout) as server:
+            label = f"retrieve, {name}, {args.entries} entries"
+            rows += retrieve_rows(server.url, label, GRAPH, synthetic_texts, args.concurrency, args.requests)
+            if locomo is not None:
+                label = f"retrieve, {name}, LoCoMo {locomo[0]}"
+                rows += retrieve_rows(server.url, label, locomo[0], locomo[1], args.concurrency[:2], args.requests)
+            if name == args.policies[0]:
+                rows += [{"what": "GET /healthz (HTTP floor)", "concurrency": level,
+                          **asyncio.run(load(server.url, "/healthz", [{}] * args.requests, level))}
+                         for level in args.concurrency]  # fmt: skip
+                rows += ingest_rows(server.url, args.ingest_batches, args.ingest_turns, [1, 4])
+    print_table(rows, base)
+
+
+if __name__ == "__main__":
+    main()

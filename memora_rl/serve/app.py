@@ -1,0 +1,49 @@
+"""`create_app`: the FastAPI application of serve-memory (JSON API, web page, MCP at /mcp, OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from memora_rl.serve.api import router as api_router
+from memora_rl.serve.errors import install_error_handlers
+from memora_rl.serve.mcp_server import build_mcp_server
+from memora_rl.serve.service import MemoryService
+from memora_rl.serve.web import router as web_router
+
+logger = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
+    """The app over `service`; its lifespan runs the MCP session manager and closes the service at shutdown."""
+    mcp = build_mcp_server(service)
+    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            yield
+        await service.policy.aclose()
+        if close_service:
+            service.close()
+
+    app = FastAPI(
+        title="memora-rl memory service",
+        description="Retrieve memories by walking a harmonic memory graph with a trained policy; ingest turns.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    app.include_router(api_router)
+    app.include_router(web_router)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.router.routes.extend(mcp_app.routes)  # the MCP endpoint at /mcp, served by this app's lifespan
+    return app

@@ -1,0 +1,66 @@
+"""`memora-rl serve-memory`: start the memory service (HTTP API, web page, MCP at /mcp) with uvicorn."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+logger = logging.getLogger(__name__)
+
+
+def serve_memory(
+    store: Annotated[list[Path], typer.Option("--store", help="SQLite graph store file (repeatable).")],
+    policy: Annotated[str, typer.Option(help="Retrieval policy: semantic, heuristic or llm.")] = "semantic",
+    llm_base_url: Annotated[str | None, typer.Option(help="policy=llm: endpoint serving the export (.../v1).")] = None,
+    llm_model: Annotated[str | None, typer.Option(help="policy=llm: served model or adapter name.")] = None,
+    builder: Annotated[str, typer.Option(help="Ingest builder: extractive, memora or nemori.")] = "extractive",
+    builder_llm_base_url: Annotated[str | None, typer.Option(help="memora/nemori: LLM endpoint (.../v1).")] = None,
+    builder_llm_model: Annotated[str | None, typer.Option(help="memora/nemori: served model name.")] = None,
+    budget: Annotated[float, typer.Option(help="Default walk budget of a retrieve.")] = 8.0,
+    runs_dir: Annotated[Path | None, typer.Option(help="Eval runs folder shown on the report page.")] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8700,
+    mcp_stdio: Annotated[bool, typer.Option(help="Serve only the MCP tools over stdin/stdout.")] = False,
+    torch_threads: Annotated[
+        int, typer.Option(help="Torch threads per query embedding; 1 avoids oversubscribing cores under concurrency.")
+    ] = 1,
+) -> None:
+    """Serve retrieval and ingest over graph stores: JSON API (/docs), web page (/), MCP tools (/mcp)."""
+    from pydantic import ValidationError
+
+    from memora_rl.errors import ConfigError
+    from memora_rl.serve.config import ServeConfig
+    from memora_rl.serve.service import MemoryService
+
+    try:
+        config = ServeConfig(
+            stores=store, policy=policy, llm_base_url=llm_base_url, llm_model=llm_model,  # type: ignore[arg-type]
+            builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
+            budget=budget, runs_dir=runs_dir, host=host, port=port,
+        )  # fmt: skip
+    except ValidationError as error:
+        problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in error.errors())
+        raise ConfigError(
+            f"serve-memory options are invalid: {problems}. See `memora-rl serve-memory --help`."
+        ) from None
+    import torch
+
+    torch.set_num_threads(max(1, torch_threads))
+    service = MemoryService(config)
+    if mcp_stdio:
+        from memora_rl.serve.mcp_server import build_mcp_server
+
+        try:
+            build_mcp_server(service).run("stdio")
+        finally:
+            service.close()
+        return
+    import uvicorn
+
+    from memora_rl.serve.app import create_app
+
+    logger.info("serving %s with the %s policy at http://%s:%d/", service.graphs.graph_ids(), policy, host, port)
+    uvicorn.run(create_app(service), host=host, port=port, log_level="warning")

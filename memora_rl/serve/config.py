@@ -1,0 +1,64 @@
+"""Typed settings of `memora-rl serve-memory`: stores, policy, builder and limits, every default in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from memora_rl.config import StrictModel
+from memora_rl.errors import ConfigError
+
+PolicyName = Literal["semantic", "heuristic", "llm"]
+"""`semantic` stops after the first search; `heuristic` expands the best frontier ids; `llm` asks a served model."""
+
+
+class ServeConfig(StrictModel):
+    """What one memory-service process serves."""
+
+    stores: list[Path] = Field(min_length=1)
+    """SQLite graph store files; every graph they hold is served under its graph id (ids must not collide).
+    A missing file is created empty (ingest then creates graphs in the first store)."""
+    policy: PolicyName = "semantic"
+    """The retrieval policy every `/v1/retrieve` walks the graph with."""
+    llm_base_url: str | None = None
+    """OpenAI-compatible endpoint ending in `/v1` serving the exported policy (policy=llm only)."""
+    llm_model: str | None = None
+    """Served model (or LoRA adapter) name of the exported policy (policy=llm only)."""
+    builder: str = "extractive"
+    """Builder that `/v1/ingest` uses (registry name: extractive, memora, nemori)."""
+    builder_config: Path | None = None
+    """Optional YAML config of the builder (e.g. configs/builders/extractive.yaml)."""
+    builder_llm_base_url: str | None = None
+    """OpenAI-compatible endpoint (`.../v1`) of the LLM builders (memora, nemori); ignored by extractive."""
+    builder_llm_model: str | None = None
+    """Served model name of the LLM builders; ignored by extractive."""
+    budget: float = Field(default=8.0, gt=0.0)
+    """Default walk budget (units: 1.0 = one expanded entry) when a request names none."""
+    max_budget: float = Field(default=32.0, gt=0.0)
+    """Largest budget a request may ask for (bounds the work one request can cause)."""
+    top_k: int = Field(default=5, ge=1, le=50)
+    """Entries placed in the working set by the first search (and by each refine)."""
+    max_ingest_turns: int = Field(default=500, ge=1)
+    """Most turns one `/v1/ingest` batch may carry (one transaction per batch)."""
+    runs_dir: Path | None = None
+    """Folder holding eval runs and `eval compare` outputs for the report page (None: the page says how to set it)."""
+    host: str = "127.0.0.1"
+    """Interface uvicorn binds to."""
+    port: int = Field(default=8700, ge=0, le=65535)
+    """TCP port (0 picks a free one)."""
+
+    @model_validator(mode="after")
+    def _llm_needs_endpoint(self) -> ServeConfig:
+        """The llm policy cannot guess where the exported model is served."""
+        if self.policy == "llm" and not (self.llm_base_url and self.llm_model):
+            raise ConfigError(
+                "policy=llm needs llm_base_url (e.g. http://127.0.0.1:8100/v1) and llm_model (the served name); "
+                "serve the export with `memora-rl serve` first, or use policy=semantic|heuristic."
+            )
+        if self.budget > self.max_budget:
+            raise ConfigError(
+                f"budget={self.budget} exceeds max_budget={self.max_budget}; lower one or raise the other."
+            )
+        return self

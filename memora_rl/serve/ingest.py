@@ -1,0 +1,150 @@
+"""Ingest: one batch of turns -> episodes and create-or-update entries, written in one transaction.
+
+A batch becomes one new session of the graph's conversation (index = the highest stored
+session + 1), so episode ids (`ep-s<session>-<n>`) and default turn ids (`D<session>:<n>`)
+never collide with earlier batches. The extractive builder plans the batch without the store
+(all embedding happens before the write lock is taken); other builders (Memora, NEMORI) run
+their `build` inside the batch. Either way a failure rolls the whole batch back.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Any, Protocol
+
+from memora_rl.builders.base import Builder
+from memora_rl.data.records import Conversation, Session, Turn
+from memora_rl.errors import ConfigError
+from memora_rl.memory.records import MemoryEntry
+from memora_rl.memory.store import Decider
+from memora_rl.serve.graphs import StoreHandle
+from memora_rl.serve.schemas import IngestRequest, IngestResponse
+
+logger = logging.getLogger(__name__)
+
+_SESSION_OF_EPISODE = re.compile(r"^ep-s(\d+)-")
+_SESSION_OF_TURN = re.compile(r"^D(\d+):")
+
+
+class PlanningBuilder(Protocol):
+    """A builder that can plan a conversation without a store (the extractive one)."""
+
+    decider: Decider
+
+    def plan(self, conversation: Conversation, graph_id: str) -> list[Any]:
+        """Segments with `.episode` and `.candidates`, computed without touching a store."""
+        ...
+
+
+def next_session_index(handle: StoreHandle, graph_id: str) -> int:
+    """One above the highest session number in the graph's episode ids and turn ids (1 for a new graph)."""
+    if graph_id not in handle.writer.graph_ids():
+        return 1
+    numbers = [0]
+    for episode in handle.writer.episodes(graph_id):
+        found = _SESSION_OF_EPISODE.match(episode.id)
+        numbers.append(int(found.group(1)) if found else 0)
+        numbers += [int(m.group(1)) for t in episode.source_turn_ids if (m := _SESSION_OF_TURN.match(t))]
+    return max(numbers) + 1
+
+
+def batch_conversation(request: IngestRequest, session_index: int) -> Conversation:
+    """The batch as a one-session conversation whose id is the graph id.
+
+    Raises:
+        ConfigError: two turns of the batch share an id.
+    """
+    turns = [
+        Turn(id=turn.id or f"D{session_index}:{number}", speaker=turn.speaker, text=turn.text,
+             session_index=session_index, time=turn.time)
+        for number, turn in enumerate(request.turns, start=1)
+    ]  # fmt: skip
+    ids = [turn.id for turn in turns]
+    duplicates = sorted({turn_id for turn_id in ids if ids.count(turn_id) > 1})
+    if duplicates:
+        raise ConfigError(f"turns: ids {duplicates} appear more than once in the batch; give each turn its own id.")
+    speakers = list(dict.fromkeys(turn.speaker for turn in turns))
+    times = [turn.time for turn in turns if turn.time is not None]
+    session = Session(index=session_index, time=min(times) if times else None, turns=turns)
+    return Conversation(id=request.graph, speakers=speakers, sessions=[session])
+
+
+def _classify(before: MemoryEntry | None, after: MemoryEntry) -> str:
+    """Say whether an upsert created, merged or replaced, from an entry before and after one upsert."""
+    if before is None:
+        return "created"
+    return "merged" if before.value == after.value else "replaced"
+
+
+def _write_planned(handle: StoreHandle, builder: PlanningBuilder, conversation: Conversation, graph_id: str) -> dict:
+    """Plan outside the lock, then write every episode and candidate inside one batch."""
+    plan = builder.plan(conversation, graph_id)
+    outcome: dict[str, list[str]] = {"episodes": [], "created": [], "merged": [], "replaced": []}
+    writer = handle.writer
+    with writer.batch():
+        for segment in plan:
+            writer.add_episode(segment.episode)
+            outcome["episodes"].append(segment.episode.id)
+            for candidate in segment.candidates:
+                result = writer.upsert_entry(graph_id, candidate, builder.decider)
+                kind = "created" if result.created else _merge_kind(result.entry)
+                if result.entry.id not in outcome[kind]:
+                    outcome[kind].append(result.entry.id)
+    return outcome
+
+
+def _merge_kind(entry: MemoryEntry) -> str:
+    """Say whether a merge kept the value (merged) or changed it (replaced), from its last history version."""
+    return "replaced" if entry.history and entry.history[-1].value != entry.value else "merged"
+
+
+def _write_built(handle: StoreHandle, builder: Builder, conversation: Conversation, graph_id: str) -> dict:
+    """Run a builder's own `build` inside one batch and diff the graph to say what changed."""
+    writer = handle.writer
+    known = graph_id in writer.graph_ids()
+    before = {entry.id: entry for entry in writer.entries(graph_id)} if known else {}
+    episodes_before = {episode.id for episode in writer.episodes(graph_id)} if known else set()
+    with writer.batch():
+        builder.build(conversation, writer, graph_id)
+        after = writer.entries(graph_id)
+        episodes = [episode.id for episode in writer.episodes(graph_id) if episode.id not in episodes_before]
+    new_turns = conversation.turn_ids()
+    touched = [entry for entry in after if entry.id not in before or new_turns & set(entry.source_turn_ids)]
+    outcome: dict[str, list[str]] = {"episodes": episodes, "created": [], "merged": [], "replaced": []}
+    for entry in touched:
+        outcome[_classify(before.get(entry.id), entry)].append(entry.id)
+    return outcome
+
+
+def ingest_batch(handle: StoreHandle, builder: Builder, request: IngestRequest) -> IngestResponse:
+    """Add `request.turns` to graph `request.graph` in `handle`'s store as one transaction.
+
+    Ingests into one store are serialised (SQLite has one writer at a time); a failure leaves
+    the store exactly as it was before the batch.
+    """
+    started = time.perf_counter()
+    with handle.ingest_lock:
+        session_index = next_session_index(handle, request.graph)
+        conversation = batch_conversation(request, session_index)
+        if hasattr(builder, "plan") and hasattr(builder, "decider"):
+            outcome = _write_planned(handle, builder, conversation, request.graph)  # type: ignore[arg-type]
+        else:
+            outcome = _write_built(handle, builder, conversation, request.graph)
+    seconds = time.perf_counter() - started
+    logger.info(
+        "ingested %d turns into %s: %d created, %d merged, %d replaced in %.2f s",
+        len(request.turns), request.graph, len(outcome["created"]), len(outcome["merged"]),
+        len(outcome["replaced"]), seconds,
+    )  # fmt: skip
+    return IngestResponse(
+        graph=request.graph,
+        session_index=session_index,
+        turn_ids=[turn.id for turn in conversation.turns()],
+        episodes=outcome["episodes"],
+        created=outcome["created"],
+        merged=outcome["merged"],
+        replaced=outcome["replaced"],
+        seconds=seconds,
+    )

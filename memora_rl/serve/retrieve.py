@@ -1,0 +1,136 @@
+"""Retrieve: walk one graph with the served policy and shape the result (entries, episodes, walk, context).
+
+The walk is the retrieval MDP itself (`RetrievalEnv`, same renderer and parser as training
+and evaluation). It runs on a worker thread, because env steps are blocking CPU and SQLite
+work; the policy's `act` is handed in as a plain callable, so the HTTP app can run an async
+policy (an LLM client bound to the server's event loop) on that loop while the env stays off it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from memora_rl.data.records import Task
+from memora_rl.env.config import EnvConfig
+from memora_rl.env.deps import Judge
+from memora_rl.env.retrieval import RetrievalEnv
+from memora_rl.env.trajectory import Trajectory
+from memora_rl.errors import ConfigError, RolloutError
+from memora_rl.judge import render_memory_context
+from memora_rl.memory.records import Episode, MemoryEntry
+from memora_rl.memory.store import GraphStore
+from memora_rl.policy.base import Message
+from memora_rl.policy.render import count_tokens, initial_messages
+from memora_rl.serve.schemas import ContextMode, FrontierNode, RetrieveRequest, RetrieveResponse, WalkStep
+
+logger = logging.getLogger(__name__)
+
+ActFn = Callable[[list[Message], dict[str, Any]], str]
+"""The policy's next action text for the chat so far and the env's latest info."""
+
+
+def env_config_for(request: RetrieveRequest, default_budget: float, max_budget: float, top_k: int) -> EnvConfig:
+    """The env settings of one request: its budget and top-k, or the server's defaults.
+
+    Raises:
+        ConfigError: the requested budget is above the server's `max_budget` (names the field and the fix).
+    """
+    budget = request.budget if request.budget is not None else default_budget
+    if budget > max_budget:
+        raise ConfigError(
+            f"budget: {budget:g} is above this server's limit of {max_budget:g}; send budget <= {max_budget:g}."
+        )
+    return EnvConfig(budget=budget, initial_top_k=request.top_k or top_k, max_steps=max(1, int(budget) + 2))
+
+
+def context_text(entries: list[MemoryEntry], episodes: list[Episode], mode: ContextMode) -> str:
+    """The context an answerer reads: entry lines, episode texts, or episodes then entry lines.
+
+    >>> entry = MemoryEntry(id="e1", graph_id="g", abstraction="Alice's employer", value="Alice works at Nova")
+    >>> context_text([entry], [], "factual")
+    "- Alice's employer: Alice works at Nova"
+    """
+    factual = render_memory_context(entries)
+    episodic = "\n\n".join(f"## {ep.title or ep.id}\n{ep.text}" for ep in episodes)
+    if mode == "factual":
+        return factual
+    if mode == "episodic":
+        return episodic
+    return f"{episodic}\n\n{factual}" if episodic else factual
+
+
+def _state(step: int, observation: str, info: dict[str, Any]) -> WalkStep:
+    """The walk step of the state described by an env `info`."""
+    return WalkStep(
+        step=step,
+        observation=observation,
+        working_set_ids=list(info["working_set_ids"]),
+        frontier=[FrontierNode(id=item["id"], anchor=item["anchor"]) for item in info["frontier"]],
+        budget_left=float(info["budget_left"]),
+    )
+
+
+def play_walk(env: RetrievalEnv, task: Task, act: ActFn) -> tuple[list[WalkStep], dict[str, Any], float]:
+    """Play one episode, recording each state and action; returns (walk, final info, search seconds)."""
+    observation, info = env.reset(seed=0, options={"task": task})
+    search_s = env.last_search_s
+    messages = initial_messages(observation, compact=env.config.compact, few_shot=env.config.few_shot)
+    walk: list[WalkStep] = []
+    for number in range(env.config.max_steps + 1):
+        state = _state(number, observation, dict(info))
+        text = act(messages, dict(info))
+        observation, _, terminated, truncated, info = env.step(text)
+        search_s += env.last_search_s
+        walk.append(
+            state.model_copy(update={"action_text": text, "action": info["action"], "error": info["parse_error"]})
+        )
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": observation}]
+        if terminated or truncated:
+            walk.append(_state(number + 1, observation, dict(info)))
+            return walk, dict(info), search_s
+    raise RolloutError(f"The walk on {task.conversation_id!r} did not end within {env.config.max_steps} steps.")
+
+
+def retrieve(
+    store: GraphStore,
+    request: RetrieveRequest,
+    env_config: EnvConfig,
+    act: ActFn,
+    policy_name: str,
+    episodes_of: Callable[[str, list[str]], list[Episode]],
+    judge: Judge | None = None,
+) -> RetrieveResponse:
+    """Walk graph `request.graph` of `store` for `request.question` and return what the walk retrieved.
+
+    `episodes_of(graph, ids)` returns the episodes of those ids (the service caches them per graph).
+    """
+    started = time.perf_counter()
+    task = Task(id=f"live-{uuid.uuid4().hex[:12]}", conversation_id=request.graph, question=request.question,
+                answer="", category="open-domain")  # fmt: skip
+    env = RetrievalEnv(store, config=env_config, judge=judge)
+    walk, info, search_s = play_walk(env, task, act)
+    trajectory: Trajectory = info["trajectory"]
+    entries = trajectory.retrieved
+    episode_ids = list(dict.fromkeys(episode_id for entry in entries for episode_id in entry.episode_ids))
+    episodes = episodes_of(request.graph, episode_ids)
+    context = context_text(entries, episodes, request.context_mode)
+    return RetrieveResponse(
+        graph=request.graph,
+        question=request.question,
+        policy=policy_name,
+        entries=entries,
+        episodes=episodes,
+        walk=walk,
+        stop_reason=trajectory.stop_reason,
+        budget=trajectory.budget,
+        budget_spent=trajectory.budget_spent,
+        reward_components=dict(info["reward_components"]),
+        context=context,
+        context_tokens=count_tokens(context),
+        latency_ms=(time.perf_counter() - started) * 1000.0,
+        search_ms=search_s * 1000.0,
+    )

@@ -1,0 +1,148 @@
+"""Request and response records of the HTTP API (also the MCP and OpenAI tool argument shapes)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memora_rl.memory.records import Episode, MemoryEntry
+
+ContextMode = Literal["factual", "episodic", "episodic+factual"]
+"""What the context text holds: entry lines, the text of their episodes, or both (episodes first)."""
+GRAPH_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+"""Graph ids: letters, digits and `_ . : -`, up to 128 characters (safe in URLs and file names)."""
+
+
+class _Request(BaseModel):
+    """Requests reject unknown fields, so a misspelt option is an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RetrieveRequest(_Request):
+    """Retrieve memories for a question by walking one graph with the served policy."""
+
+    graph: str = Field(min_length=1, description="Graph id, as listed by GET /v1/graphs.")
+    question: str = Field(min_length=1, max_length=4000, description="The question to find memories for.")
+    budget: float | None = Field(default=None, gt=0.0, description="Walk budget (default: the server's).")
+    context_mode: ContextMode = Field(default="factual", description="factual | episodic | episodic+factual.")
+    top_k: int | None = Field(default=None, ge=1, le=50, description="Entries of the first search (default 5).")
+
+
+class FrontierNode(BaseModel):
+    """A frontier entry the policy could expand at one step."""
+
+    id: str
+    anchor: str
+    """The cue anchor linking it to the working set."""
+
+
+class WalkStep(BaseModel):
+    """The state the policy saw at one step and the action it took there."""
+
+    step: int
+    observation: str
+    """The rendered prompt text the policy saw."""
+    working_set_ids: list[str]
+    frontier: list[FrontierNode]
+    budget_left: float
+    action_text: str | None = None
+    """The policy's raw action (None on the final state)."""
+    action: str | None = None
+    """Kind of the action: expand, refine, stop, invalid (None on the final state)."""
+    error: str | None = None
+
+
+class RetrieveResponse(BaseModel):
+    """The working set after the walk, the walk itself, and the context text for an answerer."""
+
+    graph: str
+    question: str
+    policy: str
+    entries: list[MemoryEntry]
+    episodes: list[Episode]
+    walk: list[WalkStep]
+    stop_reason: str | None
+    budget: float
+    budget_spent: float
+    reward_components: dict[str, float]
+    """The walk's cost and format terms (`memora_rl.serve.live_judge`: a live question has no gold evidence)."""
+    context: str
+    context_tokens: int
+    latency_ms: float
+    """Server-side time of the whole walk."""
+    search_ms: float
+    """Part of it spent in search, frontier and entry reads."""
+
+
+class IngestTurn(_Request):
+    """One message to remember."""
+
+    speaker: str = Field(min_length=1, max_length=200)
+    text: str = Field(min_length=1, max_length=20_000)
+    time: datetime | None = None
+    id: str | None = Field(default=None, min_length=1, max_length=128, description="Turn id (default D<session>:<n>).")
+
+
+class IngestRequest(_Request):
+    """Turns to add to a graph (created when new) as one batch."""
+
+    graph: str = Field(pattern=GRAPH_ID_PATTERN, description="Graph id (new ids create a graph).")
+    turns: list[IngestTurn] = Field(min_length=1, description="Messages in order, at least one.")
+
+
+class IngestResponse(BaseModel):
+    """What one ingest batch wrote (all in one transaction)."""
+
+    graph: str
+    session_index: int
+    """Session number the batch was stored as (turn ids default to `D<session>:<n>`)."""
+    turn_ids: list[str]
+    episodes: list[str]
+    created: list[str]
+    """New entry ids."""
+    merged: list[str]
+    """Entries a statement merged into, value unchanged."""
+    replaced: list[str]
+    """Entries whose value a statement replaced (the old value is kept in their history)."""
+    seconds: float
+
+
+class GraphSummary(BaseModel):
+    """A served graph and its size."""
+
+    id: str
+    store: str
+    entries: int
+    anchors: int
+    episodes: int
+
+
+class LinkedEntry(BaseModel):
+    """An entry sharing a cue anchor with another."""
+
+    id: str
+    abstraction: str
+    anchor: str
+
+
+class EntryDetail(BaseModel):
+    """An entry with its anchors, the entries they link it to, and its episodes."""
+
+    entry: MemoryEntry
+    anchors: list[str]
+    linked: list[LinkedEntry]
+    episodes: list[Episode]
+
+
+class SearchResult(BaseModel):
+    """One fused search hit with its entry."""
+
+    entry_id: str
+    score: float
+    abstraction: str
+    value: str
+    channels: dict[str, float]
+    """Cosine of the query to the abstraction, the value and the best anchor (what fusion ranked)."""

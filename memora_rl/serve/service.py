@@ -1,0 +1,111 @@
+"""`MemoryService`: the served stores, the policy, the builder and the judge, shared by HTTP, the web page and MCP."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import anyio.from_thread
+
+from memora_rl.builders.base import Builder
+from memora_rl.embedding import Embedder, get_embedder
+from memora_rl.env.config import EnvConfig
+from memora_rl.memory.records import Episode
+from memora_rl.policy.base import Policy
+from memora_rl.serve.config import ServeConfig
+from memora_rl.serve.graphs import GraphRegistry
+from memora_rl.serve.ingest import ingest_batch
+from memora_rl.serve.live_judge import LiveJudge
+from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve
+from memora_rl.serve.schemas import IngestRequest, IngestResponse, RetrieveRequest, RetrieveResponse
+
+logger = logging.getLogger(__name__)
+
+
+def make_policy(config: ServeConfig) -> Policy:
+    """The served policy: a graph baseline, or the exported model behind an OpenAI-compatible endpoint."""
+    if config.policy == "llm":
+        from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
+
+        llm = LLMPolicyConfig(backend="server", base_url=config.llm_base_url, model=config.llm_model or "", name="llm")
+        return make_llm_policy(llm)
+    from memora_rl.policy.baselines import make_baseline
+
+    return make_baseline(config.policy)
+
+
+def make_ingest_builder(config: ServeConfig, embedder: Embedder) -> Builder:
+    """The ingest builder; the extractive one shares the service's embedder (so its cache serves the store)."""
+    if config.builder == "extractive":
+        from memora_rl.builders.extractive import ExtractiveBuilder, ExtractiveConfig
+        from memora_rl.config import load_config
+
+        return ExtractiveBuilder(load_config(ExtractiveConfig, config.builder_config), embedder=embedder)
+    from memora_rl.builders.registry import BuilderRequest, make_builder
+
+    request = BuilderRequest(config_path=config.builder_config, llm_base_url=config.builder_llm_base_url,
+                             llm_model=config.builder_llm_model)  # fmt: skip
+    return make_builder(config.builder, request)
+
+
+class MemoryService:
+    """Everything one serve-memory process holds; thread-safe for concurrent requests.
+
+    Args:
+        config: what to serve.
+        embedder: the text embedder (default: the store config's, all-MiniLM-L6-v2).
+        policy: the retrieval policy (default: `make_policy(config)`).
+    """
+
+    def __init__(self, config: ServeConfig, embedder: Embedder | None = None, policy: Policy | None = None) -> None:
+        self.config = config
+        self.embedder = embedder or get_embedder()
+        self.graphs = GraphRegistry(config.stores, self.embedder)
+        self.policy = policy or make_policy(config)
+        self.builder = make_ingest_builder(config, self.embedder)
+        self.judge = LiveJudge(EnvConfig().judge)
+        self._episodes: dict[str, dict[str, Episode]] = {}
+        self._episodes_lock = threading.Lock()
+
+    def episodes_of(self, graph_id: str, episode_ids: Sequence[str]) -> list[Episode]:
+        """Episodes by id, in order (read once per graph, re-read after an ingest into it)."""
+        with self._episodes_lock:
+            known = self._episodes.get(graph_id)
+        if known is None or any(episode_id not in known for episode_id in episode_ids):
+            store = self.graphs.find(graph_id).reader
+            known = {episode.id: episode for episode in store.episodes(graph_id)}
+            with self._episodes_lock:
+                self._episodes[graph_id] = known
+        return [known[episode_id] for episode_id in episode_ids if episode_id in known]
+
+    def env_config(self, request: RetrieveRequest) -> EnvConfig:
+        """The env settings of one request (budget checked against the server's limit)."""
+        return env_config_for(request, self.config.budget, self.config.max_budget, self.config.top_k)
+
+    def retrieve_sync(self, request: RetrieveRequest, act: ActFn) -> RetrieveResponse:
+        """Walk the request's graph with `act` as the policy (blocking; call from a worker thread)."""
+        handle = self.graphs.find(request.graph)
+        env_config = self.env_config(request)
+        return retrieve(handle.reader, request, env_config, act, self.policy.name, self.episodes_of, self.judge)
+
+    def act_via_loop(self) -> ActFn:
+        """An `ActFn` for worker threads started by anyio: runs `policy.act` on the event loop that started them."""
+
+        def act(messages: list, info: dict) -> str:
+            return anyio.from_thread.run(self.policy.act, messages, info)
+
+        return act
+
+    def ingest_sync(self, request: IngestRequest) -> IngestResponse:
+        """Add one batch of turns (blocking; one transaction)."""
+        handle = self.graphs.find_or_first(request.graph)
+        try:
+            return ingest_batch(handle, self.builder, request)
+        finally:
+            with self._episodes_lock:
+                self._episodes.pop(request.graph, None)
+
+    def close(self) -> None:
+        """Close the stores."""
+        self.graphs.close()
