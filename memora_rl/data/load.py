@@ -5,7 +5,9 @@ Accepted inputs:
 - a path to LoCoMo-shaped JSON (a list of records with `conversation` and `qa`: the public
   `locomo10.json` or a file written by `memora-rl data synth`);
 - a path to LongMemEval-shaped JSON (a list of records with `question_id` and `haystack_sessions`);
-- ``"locomo"``: the file named by `$MEMORA_RL_LOCOMO`, else `<MEMORA_RL_HOME>/data/locomo10.json`;
+- ``"locomo"``: the file `default_locomo_path()` finds (the one LoCoMo default of the project,
+  also used by the `locomo` env): `$MEMORA_RL_LOCOMO`, else `<repo>/../shared/data/locomo/locomo10.json`,
+  else `<MEMORA_RL_HOME>/data/locomo10.json`;
 - ``"synthetic"`` or ``"synthetic:<seed>"``: a default-sized synthetic set generated in memory.
 """
 
@@ -23,6 +25,8 @@ from memora_rl.errors import DataError
 from memora_rl.paths import memora_home
 
 LOCOMO_ENV_VAR = "MEMORA_RL_LOCOMO"
+SHARED_LOCOMO_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo" / "locomo10.json"
+"""The shared data folder beside a source checkout (what the README, tests and benchmarks use)."""
 DatasetFormat = Literal["locomo", "longmemeval"]
 
 
@@ -52,10 +56,32 @@ def detect_format(raw: Any, source: str = "<memory>") -> DatasetFormat:
     )
 
 
-def default_locomo_path() -> Path:
-    """Where `load_corpus("locomo")` looks: `$MEMORA_RL_LOCOMO`, else the cache root's `data/locomo10.json`."""
+def locomo_search_paths() -> list[Path]:
+    """Where LoCoMo is looked for, in order; the project's only LoCoMo default (data loader and envs).
+
+    `$MEMORA_RL_LOCOMO` alone when set (a wrong path is an error, never silently replaced);
+    otherwise the shared data folder beside the checkout, then the cache root's `data/locomo10.json`.
+    """
     override = os.environ.get(LOCOMO_ENV_VAR)
-    return Path(override).expanduser() if override else memora_home() / "data" / "locomo10.json"
+    if override:
+        return [Path(override).expanduser()]
+    return [SHARED_LOCOMO_PATH, memora_home() / "data" / "locomo10.json"]
+
+
+def default_locomo_path() -> Path:
+    """The first of `locomo_search_paths()` that exists, else the first one (so errors name it)."""
+    candidates = locomo_search_paths()
+    return next((path for path in candidates if path.is_file()), candidates[0])
+
+
+def missing_locomo_error() -> DataError:
+    """The error for a LoCoMo file found nowhere: every place looked at, and how to point at a copy."""
+    looked = ", ".join(str(path) for path in locomo_search_paths())
+    return DataError(
+        f"LoCoMo file not found (looked at {looked}). Download data/locomo10.json from the snap-research/LoCoMo "
+        f"repository and set {LOCOMO_ENV_VAR}=/path/to/locomo10.json, place it at {SHARED_LOCOMO_PATH}, "
+        "or pass the path directly."
+    )
 
 
 def _load_synthetic(name: str) -> Corpus:
@@ -84,10 +110,7 @@ def load_corpus(path_or_name: str | Path) -> Corpus:
         if text == "locomo":
             path = default_locomo_path()
             if not path.is_file():
-                raise DataError(
-                    f"LoCoMo file not found at {path}. Download data/locomo10.json from the snap-research/LoCoMo "
-                    f"repository and set {LOCOMO_ENV_VAR} to its path (or pass the path directly)."
-                )
+                raise missing_locomo_error()
     raw = read_json(path)
     source = str(path)
     if detect_format(raw, source) == "locomo":

@@ -103,8 +103,16 @@ def _parse_conversation(block: dict[str, Any], sample_id: str, where: str) -> Co
         if time is None:
             logger.warning("%s: %s %r is not a LoCoMo date; session %d has no time", where, date_key, date_text, number)
         raw_turns = require(block, key, list, where)
+        if not raw_turns:
+            logger.warning("%s: key %r is an empty session (no turns); nothing is built from it", where, key)
         turns = [_parse_turn(turn, number, time, f"{where}, {key}[{i}]") for i, turn in enumerate(raw_turns)]
         sessions.append(Session(index=number, time=time, turns=turns))
+    if not any(session.turns for session in sessions):
+        keys = [f"session_{number}" for number in numbers] or ["session_1"]
+        raise DataError(
+            f"{where}: key 'conversation' holds no turns (sessions {keys} are empty or absent); no memory graph "
+            "can be built from it. Fill its session_N lists with turns, or remove the conversation."
+        )
     return Conversation(id=sample_id, speakers=speakers, sessions=sessions)
 
 
@@ -171,19 +179,25 @@ def _parse_evidence(
     evidence: list[str] = []
     for position, raw in enumerate(raw_list):
         check_type(raw, str, where, f"evidence[{position}]")
+        at = f" [{where}, key 'evidence[{position}]']"  # file, record and key of every tolerated problem
         ids, dropped = split_evidence(raw)
         if dropped:
-            warnings.append(f"{task_id}: malformed evidence {raw!r}: dropped {dropped}, kept {ids}")
+            warnings.append(f"{task_id}: malformed evidence {raw!r}: dropped {dropped}, kept {ids}{at}")
         elif len(ids) > 1:
-            warnings.append(f"{task_id}: evidence {raw!r} holds {len(ids)} ids; split into {ids}")
+            warnings.append(f"{task_id}: evidence {raw!r} holds {len(ids)} ids; split into {ids}{at}")
         for written_id in ids:
             turn_id = canonical_dia_id(written_id)
             if turn_id != written_id and turn_id in turn_ids:
-                warnings.append(f"{task_id}: evidence id {written_id!r} read as {turn_id!r}")
+                warnings.append(f"{task_id}: evidence id {written_id!r} read as {turn_id!r}{at}")
             if turn_id not in turn_ids:
-                warnings.append(f"{task_id}: evidence id {turn_id!r} matches no turn; dropped")
+                warnings.append(f"{task_id}: evidence id {turn_id!r} matches no turn; dropped{at}")
             elif turn_id not in evidence:
                 evidence.append(turn_id)
+    if raw_list and not evidence:
+        warnings.append(
+            f"{task_id}: no evidence id matches a turn, so any retrieval scores evidence recall 1.0 "
+            f"[{where}, key 'evidence']; fix the ids to the conversation's 'D<session>:<turn>' dia_ids"
+        )
     return evidence
 
 

@@ -86,7 +86,8 @@ def _parse_haystack(record: dict[str, Any], question_id: str, where: str) -> Con
     if not len(session_ids) == len(dates) == len(sessions):
         raise DataError(
             f"{where}: 'haystack_session_ids', 'haystack_dates' and 'haystack_sessions' have lengths "
-            f"{len(session_ids)}, {len(dates)} and {len(sessions)}; they must be equal."
+            f"{len(session_ids)}, {len(dates)} and {len(sessions)}; they must be equal. Give every haystack "
+            "session one id and one date, in the same order."
         )
     dated = []
     for position, (session_id, date_text, turns) in enumerate(zip(session_ids, dates, sessions, strict=True)):
@@ -104,8 +105,15 @@ def _parse_haystack(record: dict[str, Any], question_id: str, where: str) -> Con
             raise DataError(f"{where}: key 'haystack_session_ids' repeats {session_id!r}; session ids must be unique.")
         seen.add(session_id)
         session_where = f"{where}, haystack_sessions[{position}] ({session_id})"
+        if not turns:
+            logger.debug("%s: empty session (no turns); nothing is built from it", session_where)
         parsed = [_parse_turn(turn, session_id, i, index, moment, session_where) for i, turn in enumerate(turns)]
         built.append(Session(index=index, time=moment, turns=parsed))
+    if not any(session.turns for session in built):
+        raise DataError(
+            f"{where}: key 'haystack_sessions' holds no turns ({len(built)} sessions, all empty); no memory graph "
+            "can be built for this question. Fill its sessions with {'role', 'content'} turns, or remove it."
+        )
     return Conversation(id=question_id, speakers=list(ROLES), sessions=built)
 
 
@@ -145,12 +153,18 @@ def _evidence(record: dict[str, Any], conversation: Conversation, where: str, wa
         known = set(record["haystack_session_ids"])
         for session_id in answer_sessions:
             if session_id not in known:
-                warnings.append(f"{question_id}: answer session {session_id!r} is not in the haystack")
+                warnings.append(
+                    f"{question_id}: answer session {session_id!r} is not in the haystack [{where}, key "
+                    f"'answer_session_ids']; use ids from 'haystack_session_ids'"
+                )
         prefixes = tuple(f"{session_id}:" for session_id in answer_sessions)
         marked = {turn.id for turn in conversation.turns() if turn.id.startswith(prefixes)}
     evidence = [turn.id for turn in conversation.turns() if turn.id in marked]
     if not evidence:
-        warnings.append(f"{question_id}: no evidence turn (no has_answer mark, no answer session turns)")
+        warnings.append(
+            f"{question_id}: no evidence turn (no has_answer mark, no answer session turns), so any retrieval "
+            f"scores evidence recall 1.0 [{where}, keys 'has_answer', 'answer_session_ids']"
+        )
     return evidence
 
 

@@ -7,15 +7,14 @@ import json
 import os
 from pathlib import Path
 
+from memora_rl.data.load import LOCOMO_ENV_VAR, default_locomo_path, missing_locomo_error
 from memora_rl.data.records import Corpus
 from memora_rl.env.spec import DataSource, LocomoSource, LongMemEvalSource, SyntheticSource
 from memora_rl.errors import DataError
 
-LOCOMO_ENV_VAR = "MEMORA_RL_LOCOMO"
+__all__ = ["LOCOMO_ENV_VAR", "LONGMEMEVAL_ENV_VAR", "data_fingerprint", "load_corpus", "resolve_data_path"]
+
 LONGMEMEVAL_ENV_VAR = "MEMORA_RL_LONGMEMEVAL"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_LOCOMO_PATH = REPO_ROOT / ".." / "shared" / "data" / "locomo" / "locomo10.json"
-"""Where LoCoMo is looked for when neither the spec nor `$MEMORA_RL_LOCOMO` names a file."""
 
 
 def resolve_data_path(source: DataSource) -> Path | None:
@@ -27,8 +26,13 @@ def resolve_data_path(source: DataSource) -> Path | None:
     if isinstance(source, SyntheticSource):
         return None
     if isinstance(source, LocomoSource):
-        raw = source.path or os.environ.get(LOCOMO_ENV_VAR) or str(DEFAULT_LOCOMO_PATH)
-        fix = f"set {LOCOMO_ENV_VAR}=/path/to/locomo10.json or place the file at {DEFAULT_LOCOMO_PATH.resolve()}"
+        if source.path is None:  # the project's one LoCoMo default (`memora_rl.data.load`)
+            path = default_locomo_path()
+            if not path.is_file():
+                raise missing_locomo_error()
+            return path
+        raw = source.path
+        fix = f"fix the env spec's data.path, or drop it to use {LOCOMO_ENV_VAR} / the default location"
     else:
         raw = source.path or os.environ.get(LONGMEMEVAL_ENV_VAR) or ""
         fix = f"set {LONGMEMEVAL_ENV_VAR}=/path/to/longmemeval_s.json (or the env spec's data.path)"

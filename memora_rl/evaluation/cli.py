@@ -31,7 +31,13 @@ def evaluate(
     split: Annotated[
         str, typer.Option("--split", help="Task split: test (held out), validation, train, all.")
     ] = "test",
-    limit: Annotated[int | None, typer.Option("--limit", help="Evaluate only the first N tasks.")] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            help="Evaluate N tasks: a sample drawn with --seed, stratified by category and conversation.",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Output folder (default runs/eval/<env>-<split>/<policy>).")
     ] = None,

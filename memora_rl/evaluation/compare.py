@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel
@@ -30,9 +31,18 @@ def paired_bootstrap(
 ) -> tuple[float, float, float]:
     """Mean of b - a and its (1 - alpha) percentile bootstrap interval over paired items.
 
+    Item i of `a` and item i of `b` are the same question: each resample draws question indices
+    once and keeps both runs' values of a drawn question together, so what the questions share
+    (their difficulty) cancels out of the interval.
+
     >>> paired_bootstrap([0, 0, 0, 0], [1, 1, 1, 1])
     (1.0, 1.0, 1.0)
+
+    Raises:
+        EvalError: the two sequences differ in length (they are not paired) or are empty.
     """
+    if len(a) != len(b):
+        raise EvalError(f"Paired bootstrap needs one value per question in each run; got {len(a)} and {len(b)}.")
     diffs = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  # (N,)
     if diffs.size == 0:
         raise EvalError("No shared questions to compare: the runs must be evaluated on the same tasks.")
@@ -48,8 +58,43 @@ def _metric_value(record: QuestionRecord, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
+def check_unique_task_ids(records: Sequence[QuestionRecord], run: str) -> None:
+    """Refuse a run that holds a task id twice: pairing by task id would silently keep only one of them.
+
+    Raises:
+        EvalError: names the run, the repeated ids and the fix.
+    """
+    repeated = sorted(task_id for task_id, count in Counter(r.task_id for r in records).items() if count > 1)
+    if repeated:
+        shown = ", ".join(repeated[:10]) + (f" and {len(repeated) - 10} more" if len(repeated) > 10 else "")
+        raise EvalError(
+            f"Run {run!r} records {len(repeated)} task id(s) more than once ({shown}); each question must be "
+            "recorded once to be paired. Re-run that eval with --restart, or remove the repeated lines."
+        )
+
+
+def split_shared_tasks(runs: Mapping[str, Sequence[QuestionRecord]]) -> tuple[set[str], dict[str, list[str]]]:
+    """The task ids every run recorded, and per run the ids it recorded that the others lack (sorted).
+
+    >>> from memora_rl.evaluation.records import QuestionRecord as R
+    >>> make = lambda i: R(task_id=i, conversation_id="c", category="x", question="q", gold_answer="a",
+    ...                    policy="p", evidence_recall=1.0, context_tokens=1, steps=1)
+    >>> split_shared_tasks({"a": [make("t1"), make("t2")], "b": [make("t1")]})
+    ({'t1'}, {'a': ['t2'], 'b': []})
+    """
+    ids = {name: {record.task_id for record in records} for name, records in runs.items()}
+    shared = set.intersection(*ids.values()) if ids else set()
+    return shared, {name: sorted(run_ids - shared) for name, run_ids in ids.items()}
+
+
 def compare_runs(run_a: Sequence[QuestionRecord], run_b: Sequence[QuestionRecord], seed: int = 0) -> list[MetricDelta]:
-    """Paired deltas for every metric both runs recorded on the questions they share."""
+    """Paired deltas for every metric both runs recorded on the questions they share.
+
+    Raises:
+        EvalError: a run records a task id twice, or the runs share no task id.
+    """
+    check_unique_task_ids(run_a, "A")
+    check_unique_task_ids(run_b, "B")
     by_id_a = {record.task_id: record for record in run_a}
     shared = [(by_id_a[record.task_id], record) for record in run_b if record.task_id in by_id_a]
     if not shared:

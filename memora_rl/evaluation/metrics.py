@@ -34,6 +34,7 @@ def summarize(records: Sequence[QuestionRecord]) -> dict[str, float | int | dict
         actions.update(record.action_counts)
     total_actions = sum(actions.values())
     judged = [float(r.correct) for r in records if r.correct is not None]
+    searched = [r.search_latency_s for r in records if r.search_latency_s is not None]  # None: not reported
     return {
         "questions": len(records),
         "answer_correct": _mean(judged),
@@ -46,8 +47,8 @@ def summarize(records: Sequence[QuestionRecord]) -> dict[str, float | int | dict
         "steps_mean": _mean([r.steps for r in records]),
         "invalid_action_rate": (actions["invalid"] / total_actions) if total_actions else 0.0,
         "action_mix": {kind: count / total_actions for kind, count in sorted(actions.items())} if total_actions else {},
-        "search_latency_p50_s": _percentile([r.search_latency_s for r in records], 50),
-        "search_latency_p95_s": _percentile([r.search_latency_s for r in records], 95),
+        "search_latency_p50_s": _percentile(searched, 50),
+        "search_latency_p95_s": _percentile(searched, 95),
         "latency_p50_s": _percentile([r.total_latency_s for r in records], 50),
         "latency_p95_s": _percentile([r.total_latency_s for r in records], 95),
     }

@@ -8,7 +8,6 @@ skips the task ids already recorded), `results.json`, `results.md` and PNG plots
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
+from memora_rl.async_bridge import run_sync
 from memora_rl.config import StrictModel
 from memora_rl.data.records import Task
 from memora_rl.env.registry import SplitName
@@ -47,7 +47,8 @@ class EvalConfig(StrictModel):
     split: SplitName = "test"
     """Task split to evaluate on (held-out: `test`)."""
     limit: int | None = Field(default=None, ge=1)
-    """Evaluate only the first N tasks of the split (None: all)."""
+    """Evaluate N tasks of the split (None: all): a sample drawn with `seed`, stratified by category and
+    conversation (`memora_rl.data.sample`), so runs with the same limit and seed see the same tasks."""
     out: Path | None = None
     """Output folder; None uses `runs/eval/<env>-<split>/<policy name>` (git-ignored)."""
     base_url: str | None = None
@@ -61,7 +62,7 @@ class EvalConfig(StrictModel):
     concurrency: int = Field(default=8, ge=1)
     """Episodes in flight at once (one env each)."""
     seed: int = 0
-    """Base seed: episode i is reset with seed + i (and the random baseline's seed)."""
+    """Base seed: episode i is reset with seed + i (and the random baseline's seed, and the `limit` sample)."""
     max_new_tokens: int = Field(default=64, ge=1)
     """Token limit of one LLM action."""
     tokenizer: str = DEFAULT_TOKENIZER
@@ -151,8 +152,14 @@ def _answer_grader(config: EvalConfig) -> Any:
 
 
 def _limit(tasks: list[Task], config: EvalConfig) -> list[Task]:
-    """The first `limit` tasks; an empty split is an error naming the env and split."""
-    tasks = tasks[: config.limit] if config.limit else tasks
+    """A seeded sample of `limit` tasks stratified by category and conversation (`memora_rl.data.sample`).
+
+    Raises:
+        EvalError: the split is empty (the message names the env and split).
+    """
+    from memora_rl.data.sample import sample_tasks
+
+    tasks = sample_tasks(tasks, config.limit, seed=config.seed)
     if not tasks:
         raise EvalError(f"Env {config.env!r} has no {config.split} tasks to evaluate; pick another env or split.")
     return tasks
@@ -167,8 +174,9 @@ def _load_tokenizer(name: str) -> Any:
 
 def _eval_graph(config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]) -> list[Task]:
     """Play the graph policy over the split's remaining tasks; returns all tasks of the (limited) split."""
-    from memora_rl.env.registry import make_env, resolve_env_spec
+    from memora_rl.env.registry import resolve_env_spec
     from memora_rl.env.retrieval import RetrievalEnv
+    from memora_rl.evaluation.graphs import make_eval_env
     from memora_rl.evaluation.playback import play_graph_tasks
 
     env_config = resolve_env_spec(config.env, config.env_overrides).env
@@ -179,10 +187,10 @@ def _eval_graph(config: EvalConfig, spec: PolicySpec, records_path: Path, done: 
     from memora_rl.judge import TrajectoryJudge
 
     judge = TrajectoryJudge(env_config.judge)  # model-free (evidence recall); shared by every worker's env
-    env, tasks = make_env(
-        config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer, judge=judge
-    )
-    tasks = _limit(tasks, config)
+    env, tasks = make_eval_env(  # builds only the graphs of the chosen tasks, with a progress bar
+        config.env, config.split, config.env_overrides, lambda split: _limit(split, config),
+        tokenizer=tokenizer, judge=judge,
+    )  # fmt: skip
     jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
     envs = [env] + [
         RetrievalEnv(env.store, env.config, tasks, tokenizer=tokenizer, judge=judge)
@@ -190,13 +198,7 @@ def _eval_graph(config: EvalConfig, spec: PolicySpec, records_path: Path, done: 
     ]
     grader = _answer_grader(config)
 
-    async def play() -> None:
-        try:
-            await play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed)
-        finally:
-            await policy.aclose()
-
-    asyncio.run(play())
+    run_sync(play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed), cleanup=policy.aclose)
     return tasks
 
 
@@ -212,7 +214,7 @@ def _eval_context(config: EvalConfig, spec: PolicySpec, records_path: Path, done
     jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
     baseline = make_context_policy(spec, _load_tokenizer(config.tokenizer))
     conversations = {conversation.id: conversation for conversation in corpus.conversations}
-    asyncio.run(
+    run_sync(
         play_context_tasks(baseline, conversations, jobs, records_path, _answer_grader(config), config.concurrency)
     )
     return tasks
@@ -283,11 +285,14 @@ def _run_name(run_dir: Path) -> str:
 def compare_eval_dirs(run_dirs: list[Path], out: Path | None = None, seed: int = 0) -> tuple[str, Path]:
     """Side-by-side Markdown table (overall metrics on shared questions + paired deltas vs the first run) and plots.
 
+    Only questions every run recorded are compared; the table ends with the questions left out of
+    each run, so a 308-question run shown as n = 40 says why.
+
     Returns:
         The Markdown table and the folder holding `compare.md` and the PNG plots.
     """
-    from memora_rl.evaluation.compare import compare_runs
-    from memora_rl.evaluation.report import comparison_table
+    from memora_rl.evaluation.compare import check_unique_task_ids, compare_runs, split_shared_tasks
+    from memora_rl.evaluation.report import comparison_table, dropped_tasks_note
 
     if len(run_dirs) < 2:
         raise EvalError(f"compare needs at least two eval folders, got {len(run_dirs)}.")
@@ -295,14 +300,20 @@ def compare_eval_dirs(run_dirs: list[Path], out: Path | None = None, seed: int =
     if len(set(names)) < len(names):
         names = [f"{name} ({path.name})" for name, path in zip(names, run_dirs, strict=True)]
     runs = {name: read_records(path) for name, path in zip(names, run_dirs, strict=True)}
-    shared = set.intersection(*({record.task_id for record in records} for records in runs.values()))
+    for name, path in zip(names, run_dirs, strict=True):
+        check_unique_task_ids(runs[name], f"{name} ({path})")
+    shared, dropped = split_shared_tasks(runs)
     if not shared:
         raise EvalError("The eval runs share no task ids; evaluate them on the same env, split and limit.")
+    for name, task_ids in dropped.items():
+        if task_ids:
+            logger.warning("compare: %s has %d questions the other runs lack; left out.", name, len(task_ids))
     runs = {name: [r for r in records if r.task_id in shared] for name, records in runs.items()}
     metrics = {name: summarize_by_category(records) for name, records in runs.items()}
     first = names[0]
     deltas = {name: compare_runs(runs[first], runs[name], seed=seed) for name in names[1:]}
     table = comparison_table(names, [metrics[name][OVERALL] for name in names], deltas)
+    table += dropped_tasks_note(len(shared), dropped)
     target = out or run_dirs[0].parent / "compare"
     target.mkdir(parents=True, exist_ok=True)
     (target / "compare.md").write_text(table)

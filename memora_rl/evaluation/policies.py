@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,10 +20,12 @@ from typing import Any, Literal
 from memora_rl.env.config import EnvConfig
 from memora_rl.errors import EvalError
 from memora_rl.policy.base import Policy
+from memora_rl.policy.baselines import BASELINES
 
 logger = logging.getLogger(__name__)
 
-GRAPH_BASELINES = ("semantic", "heuristic", "random")
+GRAPH_BASELINES = tuple(BASELINES)
+"""The graph-walking baselines, as `memora_rl.policy.baselines` registers them."""
 CONTEXT_BASELINES = {"rag": "rag", "full-context": "full_context", "full_context": "full_context"}
 PROMPTED_PREFIX = "prompted:"
 FALLBACK_TOKENIZER = "smollm2-135m-instruct"
@@ -37,7 +40,7 @@ class PolicySpec:
 
     kind: PolicyKind
     name: str
-    """Name in records and reports (`semantic`, `prompted-smollm2`, `export-<folder>`)."""
+    """Name in records and reports (`semantic`, `prompted-smollm2`, `<run>-<checkpoint>` of an export)."""
     target: str
     """Baseline name, model name, or export folder path."""
 
@@ -68,8 +71,28 @@ def parse_policy_spec(spec: str) -> PolicySpec:
         return PolicySpec("prompted", f"prompted-{_slug(Path(model).name or model)}", model)
     if _looks_like_path(value):
         path = Path(value).expanduser()
-        return PolicySpec("export", f"export-{_slug(path.resolve().name)}", str(path))
+        return PolicySpec("export", export_run_name(path), str(path))
     raise EvalError(f"Unknown policy {spec!r}. Valid policies: {', '.join(VALID_POLICIES)}.")
+
+
+def export_run_name(path: Path) -> str:
+    """The eval name of an export: its training run and checkpoint, e.g. `quickstart-checkpoint-8`.
+
+    Read from the export's manifest (`source_run`, `source_checkpoint`). Export folders are often
+    called `export`, so naming runs after the folder gave `export-export` for every run; without a
+    readable manifest the name is `export-<parent>-<folder>` (the load fails later with the cause).
+    """
+    import json
+
+    from memora_rl.export.folder import MANIFEST_FILE
+
+    resolved = path.resolve()
+    try:
+        manifest = json.loads((resolved / MANIFEST_FILE).read_text())
+        run, checkpoint = Path(str(manifest["source_run"])).name, str(manifest["source_checkpoint"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"export-{_slug(resolved.parent.name)}-{_slug(resolved.name)}"
+    return f"{_slug(run)}-{_slug(checkpoint)}"
 
 
 def _slug(text: str) -> str:
@@ -155,8 +178,14 @@ def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) 
     if base_url is None:
         model = load_export_model(export, merged=export.has_merged)
         return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer
-    from memora_rl.llm.server import load_lora_adapter
+    from memora_rl.llm.server import load_lora_adapter, serves_weights_of
 
+    base = export.manifest.base_model
+    if not serves_weights_of(base_url, base):  # a warm-started run's adapter belongs on the warm start
+        raise EvalError(
+            f"The server at {base_url} does not serve the base model of {export.path} ({base}); the adapter "
+            f"would run on other weights. Serve that model (`memora-rl serve --model {base}`) and pass its URL."
+        )
     adapter_name = f"{spec.name}-{export.manifest.export_id}"
     load_lora_adapter(base_url, adapter_name, export.adapter_dir.resolve(), inplace=True)
     logger.info("Loaded the adapter of %s on %s as %r.", export.path, base_url, adapter_name)
@@ -166,10 +195,25 @@ def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) 
     return make_llm_policy(config), tokenizer
 
 
+def token_counter(tokenizer: Any) -> Callable[[str], int]:
+    """Count the tokens of a text with `tokenizer`, quietly.
+
+    Counting a whole conversation (full-context baseline) goes past the model's maximum length
+    by design; the tokenizer's "sequence length is longer than the specified maximum ... will
+    result in indexing errors" warning is about feeding the ids to the model, which counting
+    never does, so it is turned off here (`verbose=False`) and only here.
+    """
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False, verbose=False))
+
+    return count
+
+
 def make_context_policy(spec: PolicySpec, tokenizer: Any | None) -> Any:
     """A non-graph baseline counting tokens with `tokenizer` (whitespace words without one)."""
     from memora_rl.policy.context_baselines import count_words, make_context_baseline
 
     if tokenizer is None:
         return make_context_baseline(spec.target, count_words)
-    return make_context_baseline(spec.target, lambda text: len(tokenizer.encode(text, add_special_tokens=False)))
+    return make_context_baseline(spec.target, token_counter(tokenizer))

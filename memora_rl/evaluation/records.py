@@ -30,7 +30,7 @@ class QuestionRecord(BaseModel):
     """Actions taken by kind: expand, refine, stop, invalid."""
     judge_total: float | None = None
     """The trajectory judge's reward J (graph policies only)."""
-    search_latency_s: float = 0.0
-    """Seconds spent in store search and frontier calls."""
+    search_latency_s: float | None = 0.0
+    """Seconds the env reported spending in retrieval (query embedding, search, frontier); None when unreported."""
     total_latency_s: float = 0.0
     """Seconds from reset to the final step, policy calls included."""

@@ -90,6 +90,26 @@ def comparison_table(names: Sequence[str], overall: Sequence[dict], deltas: dict
     return "\n".join(lines) + "\n"
 
 
+def dropped_tasks_note(shared: int, dropped: dict[str, list[str]], shown: int = 10) -> str:
+    """Markdown: which questions each run lost to the shared set (empty text when no run lost any).
+
+    >>> print(dropped_tasks_note(2, {"a": ["t3", "t4"], "b": []}), end="")
+    <BLANKLINE>
+    Compared on the 2 questions every run recorded; left out:
+    <BLANKLINE>
+    - a: 2 (t3, t4)
+    - b: 0
+    """
+    if not any(dropped.values()):
+        return ""
+    lines = ["", f"Compared on the {shared} questions every run recorded; left out:", ""]
+    for name, task_ids in dropped.items():
+        more = f" and {len(task_ids) - shown} more" if len(task_ids) > shown else ""
+        listed = f" ({', '.join(task_ids[:shown])}{more})" if task_ids else ""
+        lines.append(f"- {name}: {len(task_ids)}{listed}")
+    return "\n".join(lines) + "\n"
+
+
 def write_results(run_dir: Path, metrics: dict[str, dict], meta: dict) -> None:
     """Write results.json (metrics + run metadata) and results.md."""
     (run_dir / RESULTS_FILE).write_text(json.dumps({"meta": meta, "metrics": metrics}, indent=2, sort_keys=True))

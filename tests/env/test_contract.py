@@ -1,15 +1,17 @@
 """The env contract: Gymnasium's `check_env` and a seeded determinism rollout on every registered env.
 
 Registered envs run on small data: synthetic with a tiny generator config, LoCoMo with its
-smallest conversation (skipped with the reason when the file is absent), LongMemEval only
-where `$MEMORA_RL_LONGMEMEVAL` names a file. Graphs land in the usual cache
-(`memora_home()/graphs`), so only the first run pays for the build.
+smallest conversation, LongMemEval on the two-question fixture in `tests/fixtures/`. Only an
+absent data file skips (LoCoMo is never shipped): any other `DataError` is a loader or builder
+regression and fails the test. Graphs land in the usual cache (`memora_home()/graphs`), so only
+the first run pays for the build.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -17,8 +19,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from memora_rl.env import RETRIEVAL_ENV_ID
-from memora_rl.env.registry import get_env_spec, list_envs, make_env
+from memora_rl.env.registry import get_env_spec, list_envs, make_env, resolve_env_spec
 from memora_rl.env.retrieval import RetrievalEnv
+from memora_rl.env.sources import resolve_data_path
 from memora_rl.errors import ConfigError, DataError
 from memora_rl.policy.parse import ExpandAction, RefineAction, format_action
 
@@ -30,7 +33,7 @@ SMALL_DATA: dict[str, list[str]] = {
         "data.options.questions_per_conversation=5",
     ],
     "locomo": ["conversations=[conv-30]"],  # the smallest LoCoMo conversation (369 turns)
-    "longmemeval": [],
+    "longmemeval": [f"data.path={Path(__file__).resolve().parents[1] / 'fixtures' / 'longmemeval_s.json'}"],
 }
 SLOW_ENVS = {"locomo", "longmemeval"}
 
@@ -79,15 +82,40 @@ ENV_PARAMS = [
 ]
 
 
-@pytest.fixture(params=ENV_PARAMS)
-def registered_env(request: pytest.FixtureRequest, judge: Any) -> RetrievalEnv:
-    name = request.param
+def make_small_env(name: str, judge: Any) -> RetrievalEnv:
+    """The registered env on its small data; skips only when the data file is absent.
+
+    A `DataError` from loading or building (a malformed record, a loader regression) propagates,
+    so CI fails instead of turning a broken loader into a skip.
+    """
+    overrides = SMALL_DATA.get(name, [])
     try:
-        env, tasks = make_env(name, split="all", overrides=SMALL_DATA.get(name, []), judge=judge)
-    except DataError as error:
-        pytest.skip(f"{name}: data absent ({error})")
+        resolve_data_path(resolve_env_spec(name, overrides).data)
+    except DataError as error:  # the file is absent: the only reason to skip
+        pytest.skip(f"{name}: data file absent ({error})")
+    env, tasks = make_env(name, split="all", overrides=overrides, judge=judge)
     assert tasks and env.tasks == tasks
     return env
+
+
+@pytest.fixture(params=ENV_PARAMS)
+def registered_env(request: pytest.FixtureRequest, judge: Any) -> RetrievalEnv:
+    return make_small_env(request.param, judge)
+
+
+def test_a_loader_error_fails_instead_of_skipping(monkeypatch: pytest.MonkeyPatch, judge: Any) -> None:
+    def broken_loader(source: Any) -> Any:
+        raise DataError("fixture.json: conversation 'c1', qa[0]: key 'question' is missing (expected str)")
+
+    monkeypatch.setattr("memora_rl.env.registry.load_corpus", broken_loader)
+    with pytest.raises(DataError, match="key 'question' is missing"):
+        make_small_env("synthetic", judge)
+
+
+def test_longmemeval_runs_on_the_fixture_not_on_an_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEMORA_RL_LONGMEMEVAL", raising=False)
+    path = resolve_data_path(resolve_env_spec("longmemeval", SMALL_DATA["longmemeval"]).data)
+    assert path is not None and path.name == "longmemeval_s.json" and path.is_file()
 
 
 def test_every_registered_env_passes_the_contract(registered_env: RetrievalEnv) -> None:

@@ -75,3 +75,21 @@ def test_select_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_split_shares_must_sum_to_one() -> None:
     with pytest.raises(ConfigError, match="sum to 1"):
         SplitSpec(train=0.5, validation=0.1, test=0.1)
+
+
+def test_env_spec_pointing_at_a_missing_locomo_file_names_the_file_and_fix(tmp_path: Path) -> None:
+    spec = resolve_env_spec("locomo", [f"data.path={tmp_path / 'absent.json'}"])
+    with pytest.raises(DataError, match=r"Data file .*absent\.json does not exist: fix the env spec's data\.path"):
+        resolve_data_path(spec.data)
+
+
+def test_env_over_a_store_without_the_tasks_graph_names_graph_and_fix(tmp_path: Path) -> None:
+    from memora_rl.data.records import Task
+    from memora_rl.env.retrieval import RetrievalEnv
+    from memora_rl.errors import GraphError
+    from memora_rl.memory import open_store
+
+    task = Task(id="q1", conversation_id="conv-absent", question="Who?", answer="Alma", category="single-hop")
+    env = RetrievalEnv(open_store(tmp_path / "empty.sqlite"), tasks=[task])
+    with pytest.raises(GraphError, match=r"Task 'q1' needs graph 'conv-absent'.*build the graph"):
+        env.reset(seed=0, options={"task": task})

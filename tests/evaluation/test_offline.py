@@ -29,6 +29,8 @@ def test_semantic_run_writes_records_results_table_and_plots(semantic_run):
     assert len(records) == LIMIT and {r.policy for r in records} == {"semantic"}
     assert all(r.steps == 1 and r.action_counts == {"stop": 1} and 0.0 <= r.evidence_recall <= 1.0 for r in records)
     assert all(r.context_tokens > 0 and r.total_latency_s > 0 for r in records)
+    # search latency is RetrievalEnv.last_search_s (reset embeds and searches), inside the end-to-end time
+    assert all(r.search_latency_s is not None and 0 < r.search_latency_s < r.total_latency_s for r in records)
     results = json.loads((semantic_run / RESULTS_FILE).read_text())
     assert results["meta"]["env"] == "synthetic" and results["metrics"]["overall"]["questions"] == LIMIT
     assert "| overall |" in (semantic_run / TABLE_FILE).read_text()
@@ -78,6 +80,21 @@ def test_policy_specs_parse():
     assert parse_policy_spec("./exports/run1").kind == "export"
     with pytest.raises(EvalError, match="needs a model"):
         parse_policy_spec("prompted:")
+
+
+def test_an_export_is_named_after_its_run_and_checkpoint_not_its_folder(tmp_path):
+    from memora_rl.export.folder import MANIFEST_FILE
+
+    folder = tmp_path / "runs" / "quickstart" / "export"  # what `memora-rl quickstart` writes
+    folder.mkdir(parents=True)
+    manifest = {"source_run": str(tmp_path / "runs" / "quickstart"), "source_checkpoint": "checkpoint-8"}
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert parse_policy_spec(str(folder)).name == "quickstart-checkpoint-8"  # was `export-export`
+    manifest["source_checkpoint"] = "final"
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert parse_policy_spec(str(folder)).name == "quickstart-final"
+    (folder / MANIFEST_FILE).unlink()  # not an export: still a telling name, the load names the problem
+    assert parse_policy_spec(str(folder)).name == "export-quickstart-export"
 
 
 def test_a_folder_that_is_not_an_export_is_an_export_error(tmp_path):

@@ -44,5 +44,27 @@ def test_exported_policy_is_evaluated_with_transformers(tmp_path, tiny_model_dir
         EvalConfig(env="synthetic", policy=str(export.path), limit=1, out=out, env_overrides=["env.max_steps=1"])
     )
     records = read_records(out)
-    assert result.policy == "export-export" and [r.policy for r in records] == ["export-export"]
+    name = f"tiny-{export.manifest.source_checkpoint}"  # the run and checkpoint, not the folder (`export-export`)
+    assert result.policy == name and [r.policy for r in records] == [name]
     assert records[0].steps == 1 and sum(records[0].action_counts.values()) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_export_on_a_server_of_other_weights_is_refused(tmp_path, tiny_model_dir, vllm_server):
+    """A warm-started run's adapter belongs on the warm start: a server of the plain base must not take it."""
+    from memora_rl.errors import EvalError
+    from memora_rl.export.folder import MANIFEST_FILE
+    from memora_rl.export.writer import ExportRequest, export_run
+
+    export = export_run(
+        ExportRequest(run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none")
+    )
+    warm = tmp_path / "warmstart-model"
+    warm.mkdir()
+    manifest = json.loads((export.path / MANIFEST_FILE).read_text())
+    (export.path / MANIFEST_FILE).write_text(json.dumps({**manifest, "base_model": str(warm)}))
+    config = EvalConfig(env="synthetic", policy=str(export.path), limit=1, out=tmp_path / "eval",
+                        base_url=vllm_server.base_url, env_overrides=["env.max_steps=1"])  # fmt: skip
+    with pytest.raises(EvalError, match="does not serve the base model"):
+        run_eval(config)

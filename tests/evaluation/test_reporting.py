@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memora_rl.errors import EvalError
@@ -44,13 +45,49 @@ def test_summaries_per_category_and_overall():
     assert metrics[OVERALL]["answer_correct"] is None
 
 
-def test_paired_bootstrap_detects_a_real_difference_and_not_a_null_one():
-    a = [0.0, 0.2, 0.4, 0.6, 0.8] * 20
-    better = [x + 0.1 for x in a]
-    delta, low, high = paired_bootstrap(a, better)
-    assert delta == pytest.approx(0.1) and low > 0.0
-    delta, low, high = paired_bootstrap(a, a)
-    assert delta == 0.0 and low <= 0.0 <= high
+def paired_normal_sample(size: int = 400, seed: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run A's scores spread widely over questions (sd 10); run B = A + d, d ~ N(0.3, 1) per question."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(0.5, 10.0, size)  # (N,) question difficulty dominates the scores
+    d = rng.normal(0.3, 1.0, size)  # (N,)
+    return a, a + d, d
+
+
+def test_paired_bootstrap_matches_the_analytic_interval_of_a_normal_mean():
+    a, b, d = paired_normal_sample()
+    delta, low, high = paired_bootstrap(a, b, resamples=4000, seed=0)
+    standard_error = d.std() / np.sqrt(d.size)  # the bootstrap's plug-in estimate of sd(mean d)
+    analytic_half_width = 1.959964 * standard_error  # 95% normal interval
+    assert delta == pytest.approx(d.mean())
+    assert (low + high) / 2 == pytest.approx(d.mean(), abs=0.1 * standard_error)
+    # A 90% interval (wrong quantiles) is 16% narrower; unpaired resampling is ~14x wider here.
+    assert (high - low) / 2 == pytest.approx(analytic_half_width, rel=0.06)
+    assert low > 0.0
+
+
+def test_unpaired_resampling_would_be_detected():
+    a, b, _ = paired_normal_sample()
+    _, low, high = paired_bootstrap(a, b, resamples=4000, seed=0)
+    unpaired_half_width = 1.959964 * np.sqrt(a.var() + b.var()) / np.sqrt(a.size)  # what independent draws give
+    assert (high - low) / 2 < unpaired_half_width / 5  # pairing removes the shared question difficulty
+    shuffled = np.random.default_rng(1).permutation(b)  # same values, pairs broken
+    _, low_shuffled, high_shuffled = paired_bootstrap(a, shuffled, resamples=4000, seed=0)
+    assert high_shuffled - low_shuffled > 5 * (high - low)
+    with pytest.raises(EvalError, match="one value per question in each run; got 400 and 399"):
+        paired_bootstrap(a, b[:-1])
+
+
+def test_a_null_difference_keeps_zero_inside_the_interval():
+    a, _, _ = paired_normal_sample()
+    delta, low, high = paired_bootstrap(a, a + np.random.default_rng(3).normal(0.0, 1.0, a.size))
+    assert low < 0.0 < high and abs(delta) < high - low
+
+
+def test_duplicate_task_ids_are_rejected_naming_the_run_and_ids():
+    run_a = [make_record(f"t{i}", "temporal", 0.0) for i in range(5)]
+    run_b = [make_record(f"t{i}", "temporal", 1.0) for i in range(5)] + [make_record("t2", "temporal", 0.0)]
+    with pytest.raises(EvalError, match=r"Run 'B' records 1 task id\(s\) more than once \(t2\).*--restart"):
+        compare_runs(run_a, run_b)
 
 
 def test_compare_runs_pairs_by_task_id_and_rejects_disjoint_runs():
@@ -97,3 +134,61 @@ def test_results_tables_and_plots_are_written(tmp_path: Path):
         {"heuristic": compare_runs(records, runs["heuristic"])},
     )
     assert "heuristic minus semantic" in text
+
+
+def _episode(search_s: float | None) -> object:
+    from memora_rl.data.records import Task
+    from memora_rl.env.trajectory import ActionRecord, Trajectory
+    from memora_rl.policy.runner import EpisodeResult, EpisodeTiming
+
+    task = Task(id="t1", conversation_id="c1", question="q?", answer="a", category="temporal")
+    trajectory = Trajectory(task=task, graph_id="c1", actions=[ActionRecord(step=0, text="", kind="stop")], budget=4.0)
+    timing = EpisodeTiming(total_s=2.0, policy_s=1.0, env_s=0.9, search_s=search_s)
+    return task, EpisodeResult(task_id="t1", policy="p", trajectory=trajectory, reward=0.0, reward_components={},
+                               messages=[], timing=timing)  # fmt: skip
+
+
+def test_search_latency_is_the_envs_report_never_its_step_time(caplog):
+    from memora_rl.evaluation.playback import graph_record
+
+    task, result = _episode(search_s=0.05)
+    assert graph_record(task, result, None).search_latency_s == pytest.approx(0.05)
+    task, result = _episode(search_s=None)  # an env that reports no search time
+    record = graph_record(task, result, None)
+    assert record.search_latency_s is None  # not env_s (0.9 s of rendering and judging)
+    assert "reported no search time" in caplog.text
+    metrics = summarize_by_category([record, make_record("t2", "temporal", 1.0, search_latency_s=0.2)])
+    assert metrics[OVERALL]["search_latency_p50_s"] == pytest.approx(0.2)  # unreported rows are left out
+
+
+def _run_folder(root: Path, policy: str, task_ids: list[str]) -> Path:
+    folder = root / policy
+    folder.mkdir()
+    for task_id in task_ids:
+        append_record(folder / "records.jsonl", make_record(task_id, "temporal", 0.5, policy=policy))
+    write_results(folder, {OVERALL: {}}, {"policy": policy})
+    return folder
+
+
+def test_compare_says_which_tasks_each_run_lost(tmp_path: Path, caplog):
+    from memora_rl.evaluation.offline import compare_eval_dirs
+
+    wide = _run_folder(tmp_path, "semantic", [f"t{i}" for i in range(8)])
+    narrow = _run_folder(tmp_path, "heuristic", ["t0", "t1", "t2", "t9"])
+    table, _ = compare_eval_dirs([wide, narrow], tmp_path / "compare")
+    assert "Compared on the 3 questions every run recorded; left out:" in table
+    assert "- semantic: 5 (t3, t4, t5, t6, t7)" in table and "- heuristic: 1 (t9)" in table
+    assert "semantic has 5 questions the other runs lack" in caplog.text
+    same, _ = compare_eval_dirs([wide, wide], tmp_path / "same")
+    assert "left out" not in same  # nothing dropped: no note
+
+
+def test_compare_rejects_a_run_folder_with_a_repeated_task(tmp_path: Path):
+    from memora_rl.evaluation.offline import compare_eval_dirs
+
+    first = _run_folder(tmp_path, "semantic", ["t0", "t1", "t2"])
+    repeated = _run_folder(tmp_path, "heuristic", ["t0", "t1", "t1", "t2"])
+    with pytest.raises(
+        EvalError, match=r"Run 'heuristic \(.*heuristic\)' records 1 task id\(s\) more than once \(t1\)"
+    ):
+        compare_eval_dirs([first, repeated], tmp_path / "compare")

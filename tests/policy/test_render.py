@@ -45,11 +45,12 @@ def make_state(entries: int = 3, value_words: int = 8, frontier: int = 3, error:
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    registry = pytest.importorskip("memora_rl.llm.registry")
-    try:
-        return registry.load_tokenizer("smollm2-135m-instruct")
-    except Exception as error:  # the model is pulled by `make setup`; skip where it is absent
-        pytest.skip(f"SmolLM2 tokenizer unavailable ({error}); run `memora-rl models pull smollm2-135m-instruct`")
+    """The real SmolLM2 tokenizer. `make setup` pulls the model, so its absence is a failure, never a skip."""
+    from memora_rl.llm.registry import load_tokenizer
+
+    loaded = load_tokenizer("smollm2-135m-instruct")
+    assert len(loaded) == 49152 and "<|im_start|>" in loaded.get_vocab(), "not the SmolLM2 ChatML tokenizer"
+    return loaded
 
 
 def test_layout_lists_every_part() -> None:
