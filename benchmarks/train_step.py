@@ -1,8 +1,9 @@
 """GRPO optimizer-step cost: seconds and peak RSS per step, current trainer settings vs the new ones.
 
 Each row runs real GRPO optimizer steps (TRL 1.16, SmolLM2-135M + LoRA r8, float32 on CPU:
-reference pass, policy forward/backward, AdamW) in a fresh subprocess, so its peak RSS is its
-own. The completions are replayed, not generated, so a row measures the trainer alone:
+reference pass, the importance-sampling pass of the vLLM backend unless `--no-importance-sampling`,
+policy forward/backward, AdamW) in a fresh subprocess, so its peak RSS is its own. The
+completions are replayed, not generated, so a row measures the trainer alone:
 
 - `env` source (default): episodes played on the synthetic env's train tasks by a scripted,
   seeded policy (expand linked ids or refine; stop 10% of the time, 50% on the last turn), token-exact
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-QUICKSTART = REPO_ROOT / "configs" / "grpo" / "quickstart.yaml"
+QUICKSTART = REPO_ROOT / "configs" / "grpo" / "tiny.yaml"
 MODEL = "smollm2-135m-instruct"
 TARGET_S = 60.0
 TARGET_GB = 8.0
@@ -64,6 +65,8 @@ class Workload:
     max_new_tokens: int
     max_completion_tokens: int
     compact: bool
+    env_overrides: tuple[str, ...] = ()
+    """`make_env` overrides of the synthetic env (e.g. `env.frontier_limit=5`)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,9 @@ class Row:
     settings: str
     workload: str
     steps_s: list[float] = field(default_factory=list)
+    steps_cpu_s: list[float] = field(default_factory=list)
+    """CPU seconds of the process (all threads) per step: steadier than wall time on a shared machine."""
+    threads: int = 1
     peak_gb: float = 0.0
     loaded_gb: float = 0.0
     prompt_tokens: float = 0.0
@@ -101,6 +107,16 @@ class Row:
     def step_s(self) -> float:
         """Median seconds per optimizer step."""
         return statistics.median(self.steps_s) if self.steps_s else float("nan")
+
+    @property
+    def step_cpu_s(self) -> float:
+        """Median CPU seconds per optimizer step."""
+        return statistics.median(self.steps_cpu_s) if self.steps_cpu_s else float("nan")
+
+    @property
+    def quiet_s(self) -> float:
+        """Wall seconds per step on an otherwise idle machine, estimated as CPU seconds / torch threads."""
+        return self.step_cpu_s / self.threads
 
 
 # ---- episodes ----------------------------------------------------------------------------------
@@ -144,22 +160,17 @@ class ScriptedGenerator:
 
 def env_episodes(workload: Workload, steps: int, seed: int) -> dict[str, Any]:
     """Play `steps` groups of G scripted episodes on distinct synthetic train tasks; ids, masks, rewards."""
-    import functools
-
-    import memora_rl.env.retrieval as retrieval
     from memora_rl.env.registry import make_env
     from memora_rl.llm.registry import load_tokenizer
-    from memora_rl.policy.render import initial_messages, render_observation
+    from memora_rl.policy.render import chat_opener
     from memora_rl.training.rewards import judge_weights
     from memora_rl.training.rollout import EpisodePlayer, RolloutSettings, end_of_turn_ids
 
-    # The env renders its own observations; until it has a layout option, the benchmark switches it here.
-    retrieval.render_observation = functools.partial(render_observation, compact=workload.compact)
     tokenizer = load_tokenizer(MODEL)
-    env, tasks = make_env("synthetic", split="train", tokenizer=tokenizer)
-    render = functools.partial(initial_messages, compact=workload.compact)
+    overrides = [f"env.compact={str(workload.compact).lower()}", *workload.env_overrides]
+    env, tasks = make_env("synthetic", split="train", overrides=overrides, tokenizer=tokenizer)
     limits = RolloutSettings(workload.turns, workload.max_new_tokens, workload.max_completion_tokens)
-    player = EpisodePlayer(tokenizer, render, limits)
+    player = EpisodePlayer(tokenizer, chat_opener(env.config), limits)
     stop_id = end_of_turn_ids(tokenizer, player.turn_format)[0]
     groups = []
     for step in range(steps):
@@ -250,17 +261,25 @@ def guard_memory(limit_gb: float) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def run_row(settings: Settings, workload: Workload, episodes: dict[str, Any], steps: int, seed: int) -> Row:
-    """Train `steps` optimizer steps on the recorded episodes with `settings`; time and RSS per step."""
+def run_row(
+    settings: Settings, workload: Workload, episodes: dict[str, Any], steps: int, seed: int, importance: bool = True
+) -> Row:
+    """Train `steps` optimizer steps on the recorded episodes with `settings`; time and RSS per step.
+
+    `importance`: as with the vLLM backend (the default), TRL's importance-sampling correction is
+    on, which costs one more no-gradient policy pass per step (`memora_rl.training.importance`).
+    """
+    import torch
     from datasets import Dataset
     from transformers import TrainerCallback
 
     from memora_rl.config import load_config
     from memora_rl.training.config import TrainConfig
+    from memora_rl.training.importance import enable_rollout_importance_sampling
     from memora_rl.training.rewards import make_component_rewards
     from memora_rl.training.trainer import StepSettings, build_grpo_config, build_policy, build_trainer
 
-    row = Row(settings.name, workload.name)
+    row = Row(settings.name, workload.name, threads=torch.get_num_threads())
     groups = episodes["groups"][:steps]
     rollout = ReplayRollout(groups)
     with tempfile.TemporaryDirectory(prefix="memora-train-step-") as root:
@@ -275,7 +294,7 @@ def run_row(settings: Settings, workload: Workload, episodes: dict[str, Any], st
             f"seed={seed}",
             "save_steps=100000",
             "logging.wandb=disabled",
-            "backend=transformers",
+            f"backend={'vllm' if importance else 'transformers'}",  # no server starts; transformers: no IS pass
         ]
         config = load_config(TrainConfig, QUICKSTART, overrides)
         model, tokenizer, lora = build_policy(config, "cpu")
@@ -288,15 +307,18 @@ def run_row(settings: Settings, workload: Workload, episodes: dict[str, Any], st
 
         class Timer(TrainerCallback):
             def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-                self.started = time.perf_counter()
+                self.started, self.started_cpu = time.perf_counter(), time.process_time()
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
                 row.steps_s.append(time.perf_counter() - self.started)
+                row.steps_cpu_s.append(time.process_time() - self.started_cpu)
 
         trainer = build_trainer(
             model, lora, tokenizer, args, dataset, funcs, rollout, [Timer()], step.share_prompt_prefix
         )
         trainer.fast_logprobs = settings.fast_logprobs
+        if importance:
+            enable_rollout_importance_sampling(trainer)
         row.loaded_gb = rss_gb()
         trainer.train()
     row.peak_gb = peak_rss_gb()
@@ -317,7 +339,7 @@ def worker(spec: dict[str, Any]) -> None:
     if spec.get("threads"):
         torch.set_num_threads(spec["threads"])
     if spec["job"] == "play":
-        workload = Workload(**spec["workload"])
+        workload = Workload(**{**spec["workload"], "env_overrides": tuple(spec["workload"]["env_overrides"])})
         if spec["source"] == "env":
             result = env_episodes(workload, spec["steps"], spec["seed"])
         else:
@@ -327,7 +349,8 @@ def worker(spec: dict[str, Any]) -> None:
         return
     guard_memory(spec["max_rss_gb"])
     episodes = json.loads(Path(spec["episodes"]).read_text())
-    row = run_row(Settings(**spec["settings"]), Workload(**spec["workload"]), episodes, spec["steps"], spec["seed"])
+    settings, workload = Settings(**spec["settings"]), Workload(**spec["workload"])
+    row = run_row(settings, workload, episodes, spec["steps"], spec["seed"], spec["importance"])
     print(json.dumps(asdict(row)))
 
 
@@ -354,6 +377,7 @@ def play(workload: Workload, args: argparse.Namespace, folder: Path) -> Path:
     key += f"-c{workload.max_completion_tokens}-{'compact' if workload.compact else 'full'}-s{args.steps}-r{args.seed}"
     if args.source == "synthetic":
         key += f"-p{args.prompt_tokens}-o{args.observation_tokens}-a{args.action_tokens}"
+    key += "".join(f"-{override}" for override in workload.env_overrides).replace("/", "_")
     out = folder / f"episodes-{key}.json"
     if out.is_file():
         return out
@@ -369,7 +393,8 @@ def play(workload: Workload, args: argparse.Namespace, folder: Path) -> Path:
 def measure(settings: Settings, workload: Workload, episodes: Path, args: argparse.Namespace) -> Row:
     """One row in its own process (a failed or aborted one keeps its error)."""
     spec = {"job": "train", "settings": asdict(settings), "workload": asdict(workload), "episodes": str(episodes),
-            "steps": args.steps, "seed": args.seed, "max_rss_gb": args.max_rss_gb, "threads": args.threads}  # fmt: skip
+            "steps": args.steps, "seed": args.seed, "max_rss_gb": args.max_rss_gb, "threads": args.threads,
+            "importance": args.importance_sampling}  # fmt: skip
     print(f"... {settings.name} on {workload.name}", file=sys.stderr, flush=True)
     result = spawn(spec, args.timeout_s)
     if result.get("error"):
@@ -379,25 +404,30 @@ def measure(settings: Settings, workload: Workload, episodes: Path, args: argpar
 
 def print_table(rows: list[Row]) -> None:
     """The rows, then the new settings' ratios to the current ones on the same workload, and the target check."""
-    header = ("settings", "workload", "s/step", "peak GB", "prompt tok", "completion tok", "policy tok", "turns")
+    header = ("settings", "workload", "s/step", "CPU s/step", "peak GB", "prompt tok", "completion tok", "policy tok",
+              "turns")  # fmt: skip
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
         if row.error:
             print(f"| {row.settings} | {row.workload} | {row.error} |" + " |" * (len(header) - 3))
             continue
-        print(f"| {row.settings} | {row.workload} | {row.step_s:.1f} | {row.peak_gb:.2f} | {row.prompt_tokens:.0f} | "
-              f"{row.completion_tokens:.0f} | {row.policy_tokens:.0f} | {row.turns:.2f} |")  # fmt: skip
+        figures = (row.step_s, row.step_cpu_s, row.peak_gb, row.prompt_tokens, row.completion_tokens,
+                   row.policy_tokens)  # fmt: skip
+        cells = [f"{value:.1f}" for value in figures[:2]] + [f"{figures[2]:.2f}"] + [f"{v:.0f}" for v in figures[3:]]
+        print(f"| {row.settings} | {row.workload} | " + " | ".join(cells) + f" | {row.turns:.2f} |")
     done = {(row.settings, row.workload): row for row in rows if not row.error}
     for (settings, workload), row in done.items():
         current = done.get((CURRENT.name, workload))
         if settings != CURRENT.name and current is not None:
+            cpu, peak = row.step_cpu_s / current.step_cpu_s, row.peak_gb / current.peak_gb
             print(f"\nnew / current on {workload}: time {row.step_s / current.step_s:.2f}x, "
-                  f"peak RSS {row.peak_gb / current.peak_gb:.2f}x")  # fmt: skip
+                  f"CPU time {cpu:.2f}x, peak RSS {peak:.2f}x")  # fmt: skip
     for (settings, workload), row in done.items():
         if settings != CURRENT.name and workload.startswith(TARGET_PREFIX):
             ok = row.step_s <= TARGET_S and row.peak_gb <= TARGET_GB
-            print(f"new on {workload}: {row.step_s:.1f} s and {row.peak_gb:.2f} GB a step "
+            print(f"new on {workload}: {row.step_s:.1f} s ({row.quiet_s:.1f} s on an idle machine: CPU s / "
+                  f"{row.threads} threads) and {row.peak_gb:.2f} GB a step "
                   f"(target <= {TARGET_S:g} s, <= {TARGET_GB:g} GB: {'met' if ok else 'NOT met'})")  # fmt: skip
 
 
@@ -411,12 +441,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-completion-tokens", type=int, default=2048, help="completion tokens at most (target)")
     parser.add_argument("--compact", action=argparse.BooleanOptionalAction, default=True,
                         help="compact observations in the target workload")  # fmt: skip
+    parser.add_argument("--env-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="synthetic env override for the target workload, e.g. env.frontier_limit=5")  # fmt: skip
     parser.add_argument("--baseline-generations", type=int, default=4, help="G of the baseline (quickstart) workload")
     parser.add_argument("--baseline-turns", type=int, default=1, help="turns of the baseline workload")
     parser.add_argument("--micro-batch", type=int, default=2, help="new settings: episodes per forward/backward")
     parser.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--every-n-layers", type=int, default=1, help="with --checkpointing")
+    parser.add_argument("--importance-sampling", action=argparse.BooleanOptionalAction, default=True,
+                        help="TRL's importance-sampling pass (on with the vLLM backend)")  # fmt: skip
     parser.add_argument("--rows", nargs="+", choices=list(ROWS), default=["baseline", "same", "target"],
                         help="baseline: current settings, quickstart workload; same: new settings on it; target: "
                         "new settings, target workload; baseline-target: current settings on target")  # fmt: skip
@@ -450,12 +484,14 @@ def main() -> None:
     )
     layout = "compact" if args.compact else "full"
     target = Workload(
-        f"{TARGET_PREFIX}: G={args.generations} x {args.turns} turns, {layout}",
+        f"{TARGET_PREFIX}: G={args.generations} x {args.turns} turns, {layout}"
+        + "".join(f", {override}" for override in args.env_override),
         args.generations,
         args.turns,
         args.max_new_tokens,
         args.max_completion_tokens,
         args.compact,
+        tuple(args.env_override),
     )
     workloads = {"baseline": baseline, "target": target}
     settings = {"current": CURRENT, "new": Settings("new", args.micro_batch, args.share_prefix, args.checkpointing,
@@ -468,7 +504,10 @@ def main() -> None:
         rows = [measure(settings[s], workloads[w], episodes[w], args) for s, w in (ROWS[name] for name in args.rows)]
     print_table(rows)
     if args.json:
-        args.json.write_text(json.dumps([{**asdict(row), "step_s": row.step_s} for row in rows], indent=1))
+        extra = [{"step_s": row.step_s, "step_cpu_s": row.step_cpu_s, "quiet_s": row.quiet_s} for row in rows]
+        args.json.write_text(
+            json.dumps([{**asdict(row), **more} for row, more in zip(rows, extra, strict=True)], indent=1)
+        )
 
 
 if __name__ == "__main__":

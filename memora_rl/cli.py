@@ -45,6 +45,7 @@ def _register_subcommands() -> None:
     from memora_rl.evaluation.cli import eval_app
     from memora_rl.export.cli import export
     from memora_rl.llm.cli import models_app, serve
+    from memora_rl.serve.cli import serve_memory
     from memora_rl.training.cli import train
 
     app.add_typer(models_app, name="models")
@@ -56,6 +57,7 @@ def _register_subcommands() -> None:
     app.add_typer(env_app, name="env")
     app.command("train")(train)
     app.command("quickstart")(quickstart)
+    app.command("serve-memory")(serve_memory)
 
 
 def quickstart(
@@ -63,14 +65,14 @@ def quickstart(
         "runs/quickstart"
     ),
     eval_limit: Annotated[int, typer.Option(help="Held-out test questions per evaluated policy.")] = 16,
-    train_config: Annotated[Path, typer.Option(help="GRPO config of the short run.")] = Path(
+    train_config: Annotated[Path, typer.Option(help="Training config (warm start + GRPO); its env is used.")] = Path(
         "configs/grpo/quickstart.yaml"
     ),
     override: Annotated[
         list[str] | None, typer.Option("--set", help="Training override key=value (repeatable).")
     ] = None,
 ) -> None:
-    """Run the pipeline end to end: data -> graph -> GRPO -> export -> evaluation against baselines."""
+    """Run the pipeline end to end: data -> graph -> baselines -> warm start + GRPO -> export -> evaluation."""
     from memora_rl.quickstart import QuickstartConfig, run_quickstart
 
     config = QuickstartConfig(out=out, eval_limit=eval_limit, train_config=train_config, train_overrides=override or [])

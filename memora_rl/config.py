@@ -7,6 +7,7 @@ the file, the key and the fix.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,10 +87,26 @@ def load_config(model: type[ConfigT], path: str | Path | None = None, overrides:
         return model.model_validate(data)
     except ValidationError as error:
         source = str(path) if path is not None else "defaults"
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in item['loc']) or '<root>'}: {item['msg']}" for item in error.errors()
-        )
+        problems = "; ".join(_problem(model, item) for item in error.errors())
         raise ConfigError(f"Invalid config ({source}): {problems}") from error
+
+
+def _problem(model: type[BaseModel], item: Any) -> str:
+    """One validation error as `dotted.key: reason`; an unknown key also gets the closest valid one."""
+    loc = [str(part) for part in item["loc"]]
+    text = f"{'.'.join(loc) or '<root>'}: {item['msg']}"
+    if item["type"] != "extra_forbidden":
+        return text
+    section: Any = model
+    for part in loc[:-1]:  # walk down to the model that owns the unknown key
+        field = getattr(section, "model_fields", {}).get(part)
+        section = field.annotation if field is not None else None
+    valid = sorted(getattr(section, "model_fields", {}))
+    if not valid:
+        return text
+    close = difflib.get_close_matches(loc[-1], valid, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"{text} ({hint}valid keys: {', '.join(valid)})"
 
 
 def dump_config(config: BaseModel, path: str | Path) -> None:

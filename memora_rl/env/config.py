@@ -30,6 +30,12 @@ class EnvConfig(StrictModel):
     """Most entry ids one expand may name; more is an invalid action."""
     max_prompt_tokens: int = Field(default=512, ge=64)
     """Token budget of one rendered observation (policy tokenizer, or 4 characters per token)."""
+    compact: bool = False
+    """Render observations in the compact layout (about half the tokens; the policy's system prompt
+    follows it). Worth it for multi-turn training, where every observation stays in the context."""
+    few_shot: bool = True
+    """Open the policy's chat with a worked example episode (about 500 prompt tokens). A warm-started
+    policy has learned the format from oracle walks and can do without it."""
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     """Reward weights and grader of the trajectory judge that scores the final step."""
 

@@ -384,7 +384,8 @@ class RetrievalEnv(gym.Env[str, str]):
             max_ids_per_expand=self.config.max_ids_per_expand,
             last_error=self._last_error,
         )
-        self._observation = render_observation(state, self.tokenizer, self.config.max_prompt_tokens)
+        config = self.config
+        self._observation = render_observation(state, self.tokenizer, config.max_prompt_tokens, config.compact)
         return self._observation
 
     def _info(

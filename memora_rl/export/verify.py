@@ -7,7 +7,6 @@ env handles: that is a property of the policy, not a broken export).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +14,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
+from memora_rl.async_bridge import run_sync
 from memora_rl.errors import ExportError, MemoraError
 from memora_rl.export.folder import Export, VerificationRecord, load_export_model
 
@@ -32,7 +32,7 @@ def first_step_fixture(
 ) -> tuple[Any, list[dict[str, str]], dict[str, Any]]:
     """An env (with spec `overrides`) reset on its first test task (else its first task): the env, chat and info."""
     from memora_rl.env.registry import make_env
-    from memora_rl.policy.render import initial_messages
+    from memora_rl.policy.render import chat_opener
 
     env, tasks = make_env(env_name, split="test", overrides=overrides, tokenizer=tokenizer)
     if not tasks:
@@ -40,7 +40,7 @@ def first_step_fixture(
     if not tasks:
         raise ExportError(f"Env {env_name!r} has no tasks to verify the export on; pass --verify-env synthetic.")
     observation, info = env.reset(seed=0, options={"task": tasks[0]})
-    return env, initial_messages(observation), dict(info)
+    return env, chat_opener(env.config)(observation), dict(info)
 
 
 def _step_record(
@@ -103,14 +103,7 @@ def _served_chat(base_url: str, model: str) -> Callable[[list[dict[str, str]], d
         policy = make_llm_policy(
             LLMPolicyConfig(backend="server", base_url=base_url, model=model, max_new_tokens=VERIFY_NEW_TOKENS)
         )
-
-        async def once() -> str:
-            try:
-                return await policy.act(messages, info)
-            finally:
-                await policy.aclose()
-
-        return asyncio.run(once())
+        return run_sync(policy.act(messages, info), cleanup=policy.aclose)
 
     return act
 
@@ -121,9 +114,9 @@ def _server(model: str, served_name: str, base_url: str | None, lora_rank: int) 
         from memora_rl.llm.server import attach
 
         return nullcontext(attach(base_url))
-    from memora_rl.llm.server import ServerConfig, VLLMServer
+    from memora_rl.llm.server import ServerConfig, VLLMServer, served_lora_rank
 
-    rank = next(allowed for allowed in (8, 16, 32, 64, 128, 256) if allowed >= lora_rank)
+    rank = served_lora_rank(lora_rank)
     return VLLMServer(ServerConfig(model=model, served_name=served_name, dtype="float32", max_lora_rank=rank))
 
 

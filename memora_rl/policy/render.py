@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from typing import Any, Protocol
 
 from memora_rl.env.state import FrontierView, ObservationState
@@ -326,21 +326,34 @@ def system_prompt(compact: bool = False) -> str:
     return prompts.COMPACT_SYSTEM_PROMPT if compact else prompts.SYSTEM_PROMPT
 
 
-def initial_messages(observation: str, compact: bool = False) -> list[dict[str, str]]:
-    """System prompt, the few-shot turns as real chat turns, then the first observation.
+def initial_messages(observation: str, compact: bool = False, few_shot: bool = True) -> list[dict[str, str]]:
+    """System prompt, the few-shot turns as real chat turns (unless `few_shot` is off), then the first observation.
 
     The few-shot turns appear once, in this prompt; later turns only append to it:
     `{"role": "assistant", "content": action_text}` and `{"role": "user", "content": next_observation}`.
     `compact` must match how the env renders its observations (`render_observation(compact=...)`).
     """
     messages = [{"role": "system", "content": system_prompt(compact)}]
-    for user_text, assistant_text in few_shot_messages(compact):
+    for user_text, assistant_text in few_shot_messages(compact) if few_shot else ():
         messages.append({"role": "user", "content": user_text})
         messages.append({"role": "assistant", "content": assistant_text})
     messages.append({"role": "user", "content": observation})
     return messages
 
 
-def compact_initial_messages(observation: str) -> list[dict[str, str]]:
-    """`initial_messages(observation, compact=True)`, as a one-argument `render_initial` for `EpisodePlayer`."""
-    return initial_messages(observation, compact=True)
+class PromptFormat(Protocol):
+    """How an env shows itself to the policy (`memora_rl.env.config.EnvConfig` has both fields)."""
+
+    compact: bool
+    few_shot: bool
+
+
+def chat_opener(prompt: PromptFormat | None = None) -> Callable[[str], list[dict[str, str]]]:
+    """The one-argument `initial_messages` for an env with config `prompt` (None: the defaults).
+
+    Training, evaluation, export checks and serving all open the chat through this, so a
+    policy always sees the layout and few-shot choice of the env it was trained on.
+    """
+    if prompt is None:
+        return initial_messages
+    return partial(initial_messages, compact=prompt.compact, few_shot=prompt.few_shot)

@@ -17,11 +17,12 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from memora_rl.async_bridge import run_sync
 from memora_rl.data.records import Task
 from memora_rl.env.trajectory import Trajectory
 from memora_rl.errors import MemoraError, RolloutError
 from memora_rl.policy.base import Message, Policy
-from memora_rl.policy.render import initial_messages
+from memora_rl.policy.render import chat_opener
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class EpisodeTiming(BaseModel):
     env_s: float
     """Summed time inside `env.reset` and `env.step` (search, frontier, rendering, judge)."""
     search_s: float | None = None
-    """Search time the env reported in `info["search_s"]` (summed over steps); None when it reports none."""
+    """Search time the env reported (`RetrievalEnv.last_search_s`, summed over steps); None when it reports none."""
 
 
 class EpisodeResult(BaseModel):
@@ -69,12 +70,12 @@ class EpisodeResult(BaseModel):
     timing: EpisodeTiming
 
 
-def _add_search_time(total: float | None, env: EpisodeEnv, info: dict) -> float | None:
-    """Add the retrieval time of the last reset/step: `info["search_s"]`, else `RetrievalEnv.last_search_s`.
+def _add_search_time(total: float | None, env: EpisodeEnv) -> float | None:
+    """Add the retrieval time of the last reset/step (`RetrievalEnv.last_search_s`; None: not reported).
 
     `RetrievalEnv` keeps its timing out of `info` (check_env's determinism check compares infos).
     """
-    seconds = info.get("search_s", getattr(env, "last_search_s", None))
+    seconds = getattr(env, "last_search_s", None)
     return total if seconds is None else (total or 0.0) + float(seconds)
 
 
@@ -88,8 +89,8 @@ async def play_episode(
     tick = time.perf_counter()
     observation, info = env.reset(seed=seed, options={"task": task})
     env_s += time.perf_counter() - tick
-    search_s = _add_search_time(search_s, env, info)
-    messages = initial_messages(observation)
+    search_s = _add_search_time(search_s, env)
+    messages = chat_opener(getattr(env, "config", None))(observation)  # the env's layout and few-shot choice
     for _ in range(max_turns):
         tick = time.perf_counter()
         action = await policy.act(messages, dict(info))
@@ -97,7 +98,7 @@ async def play_episode(
         tick = time.perf_counter()
         observation, reward, terminated, truncated, info = env.step(action)
         env_s += time.perf_counter() - tick
-        search_s = _add_search_time(search_s, env, info)
+        search_s = _add_search_time(search_s, env)
         messages.append({"role": "assistant", "content": action})
         if terminated or truncated:
             return _finish(task, policy, info, reward, messages, started, policy_s, env_s, search_s)
@@ -214,11 +215,4 @@ def run_episodes_sync(
     make_env: Callable[[], EpisodeEnv], tasks: Sequence[Task], policy: Policy, **options: Any
 ) -> list[EpisodeResult]:
     """Blocking `run_episodes` for scripts and the CLI (closes the policy's connections after)."""
-
-    async def run_and_close() -> list[EpisodeResult]:
-        try:
-            return await run_episodes(make_env, tasks, policy, **options)
-        finally:
-            await policy.aclose()
-
-    return asyncio.run(run_and_close())
+    return run_sync(run_episodes(make_env, tasks, policy, **options), cleanup=policy.aclose)

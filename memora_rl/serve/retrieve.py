@@ -24,7 +24,7 @@ from memora_rl.judge import render_memory_context
 from memora_rl.memory.records import Episode, MemoryEntry
 from memora_rl.memory.store import GraphStore
 from memora_rl.policy.base import Message
-from memora_rl.policy.render import count_tokens, initial_messages
+from memora_rl.policy.render import chat_opener, count_tokens
 from memora_rl.serve.schemas import ContextMode, FrontierNode, RetrieveRequest, RetrieveResponse, WalkStep
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def play_walk(env: RetrievalEnv, task: Task, act: ActFn) -> tuple[list[WalkStep]
     """Play one episode, recording each state and action; returns (walk, final info, search seconds)."""
     observation, info = env.reset(seed=0, options={"task": task})
     search_s = env.last_search_s
-    messages = initial_messages(observation, compact=env.config.compact, few_shot=env.config.few_shot)
+    messages = chat_opener(env.config)(observation)
     walk: list[WalkStep] = []
     for number in range(env.config.max_steps + 1):
         state = _state(number, observation, dict(info))

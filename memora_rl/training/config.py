@@ -97,7 +97,7 @@ class ServerSettings(StrictModel):
     port: int | None = Field(None, ge=1024, le=65535)
     """Port of a server this run starts (None: a free one)."""
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
-    """Server weights dtype. float32 on CPU: a bf16 server lags the trainer's LoRA (DESIGN §6a)."""
+    """Server weights dtype. float32 on CPU: a bf16 server lags the trainer's LoRA (docs/architecture.md)."""
     max_model_len: int = Field(2048, ge=256)
     """Context length of a server this run starts (prompt + completion tokens)."""
     gpu_memory_utilization: float = Field(0.3, gt=0.0, le=0.95)
@@ -141,7 +141,7 @@ class WarmStartSettings(StrictModel):
 
 
 class TrainConfig(StrictModel):
-    """One GRPO training run of the retrieval policy (see DESIGN.md §6)."""
+    """One GRPO training run of the retrieval policy (see docs/architecture.md)."""
 
     run_name: str = "quickstart"
     """Run name; outputs go to `<output_root>/<run_name>/`."""

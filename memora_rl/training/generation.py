@@ -1,7 +1,7 @@
 """Rollout generation backends behind one interface: token ids in, sampled ids + logprobs out.
 
 Both backends take prompts as token-id lists (never text, so multi-turn episodes stay
-token-exact, DESIGN §6a) and return the sampled ids with their logprobs under the
+token-exact, docs/architecture.md) and return the sampled ids with their logprobs under the
 sampling temperature, i.e. `log_softmax(logits / temperature)`, which is what TRL's
 trainer computes for the same tokens.
 """

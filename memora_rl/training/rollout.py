@@ -3,7 +3,7 @@
 An episode's completion is the exact token sequence the chat template renders for the
 conversation after the prompt: the policy's sampled ids as returned by the generator,
 then the env's next user turn tokenized with `add_special_tokens=False`, then the next
-sampled ids, and so on (DESIGN §6a). Decoded text is never re-tokenized. `env_mask`
+sampled ids, and so on (docs/architecture.md, "Rollouts and serving"). Decoded text is never re-tokenized. `env_mask`
 is 0 on the env's tokens, so the loss covers only the policy's own tokens.
 """
 

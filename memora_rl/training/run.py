@@ -99,22 +99,28 @@ def _load_env(config: TrainConfig, tokenizer: Any) -> tuple[Any, list[Any], Any]
     return env, tasks, factory
 
 
-def served_lora_rank(rank: int) -> int:
-    """Smallest `--max-lora-rank` vLLM accepts that holds `rank`.
-
-    >>> served_lora_rank(8), served_lora_rank(12), served_lora_rank(16)
-    (8, 16, 16)
-    """
-    return next(allowed for allowed in (8, 16, 32, 64, 128, 256) if allowed >= rank)
-
-
 @contextlib.contextmanager
 def vllm_server(config: TrainConfig) -> Iterator[str]:
     """Yield the `/v1` URL of the rollout server: the configured one, or one started (and stopped) for this run."""
-    from memora_rl.llm.server import ServerConfig, VLLMServer, attach, cuda_available
+    from memora_rl.llm.server import (
+        ServerConfig,
+        VLLMServer,
+        attach,
+        cuda_available,
+        served_lora_rank,
+        serves_weights_of,
+    )
 
     if config.server.url is not None:
-        yield attach(config.server.url).base_url
+        endpoint = attach(config.server.url)
+        if not serves_weights_of(endpoint.base_url, config.model):
+            raise ConfigError(
+                f"server.url={config.server.url} serves {endpoint.model}, not the policy's base {config.model}"
+                + (" (the warm-started model of stage one)" if config.warm_start.enabled else "")
+                + f": its rollouts would come from another model. Serve it (`memora-rl serve --model {config.model}`) "
+                "and pass that URL, or leave server.url null and the run starts a server for it."
+            )
+        yield endpoint.base_url
         return
     extra = ["--gpu-memory-utilization", f"{config.server.gpu_memory_utilization:g}"] if cuda_available() else []
     server_config = ServerConfig(
@@ -148,12 +154,11 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     _write_split(config, [task.id for task in tasks])
     dataset, task_by_prompt = tasks_dataset(tasks)
     reward_funcs, reward_weights = make_component_rewards(config.reward_weights or judge_weights(env.config.judge))
-    from memora_rl.policy.render import initial_messages
+    from memora_rl.policy.render import chat_opener
 
     grpo = config.grpo
-    player = EpisodePlayer(
-        tokenizer, initial_messages, RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
-    )
+    limits = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
+    player = EpisodePlayer(tokenizer, chat_opener(env.config), limits)
     stop_ids = end_of_turn_ids(tokenizer, player.turn_format)
     server = vllm_server(config) if config.backend == "vllm" else contextlib.nullcontext(None)
     with server as server_url:

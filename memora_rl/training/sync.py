@@ -2,7 +2,7 @@
 
 The adapter is saved with `save_pretrained`, loaded under a fresh name `policy_v<step>`
 (`/v1/load_lora_adapter`), the rollout generator is switched to that name, and the previous
-name is unloaded. No NCCL and no full-weight copies, so it works on CPU and GPU (DESIGN §6a).
+name is unloaded. No NCCL and no full-weight copies, so it works on CPU and GPU (docs/architecture.md).
 """
 
 from __future__ import annotations

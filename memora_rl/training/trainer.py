@@ -148,7 +148,7 @@ def _netrc_text() -> str:
 def build_grpo_config(
     config: TrainConfig, reward_weights: list[float], device: str, step: StepSettings | None = None
 ) -> GRPOConfig:
-    """Map `TrainConfig` onto TRL's `GRPOConfig` (the settings verified in DESIGN §6a).
+    """Map `TrainConfig` onto TRL's `GRPOConfig` (the settings in docs/architecture.md, "Rollouts and serving").
 
     One generation batch (`per_device_batch_size * gradient_accumulation` episodes) is played
     per optimizer step and trained in passes of `step.micro_batch_size` episodes.

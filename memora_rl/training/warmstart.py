@@ -50,9 +50,9 @@ def oracle_episodes(
     progress: Callable[[int], None] | None = None,
 ) -> list[Episode]:
     """Play each task's oracle walk through `EpisodePlayer`: the exact token streams of a rollout."""
-    from memora_rl.policy.render import initial_messages
+    from memora_rl.policy.render import chat_opener
 
-    player = EpisodePlayer(tokenizer, initial_messages, settings)
+    player = EpisodePlayer(tokenizer, chat_opener(env.config), settings)
     end_id = end_of_turn_ids(tokenizer, player.turn_format)[0]
     episodes = []
     for task in tasks:

@@ -278,7 +278,7 @@ def test_learning_benchmark_skip_train_smoke(tmp_path):
     out = tmp_path / "learning"
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, str(BENCHMARKS / "learning.py"), "--config", "configs/grpo/quickstart.yaml", "--skip-train",
+        [sys.executable, str(BENCHMARKS / "learning.py"), "--config", "configs/grpo/tiny.yaml", "--skip-train",
          "--generator", "transformers",  # no server start: the vLLM path has its own test on the session server
          "--eval-tasks", "3", "--max-turns", "1", "--max-new-tokens", "4", "--eval-batch", "3",
          "--semantic-k", "1", "3", "--heuristic-budgets", "2", "6", "--out", str(out)],

@@ -22,7 +22,7 @@ def test_train_step_benchmark_tiny(tmp_path):
     rows = json.loads(out.read_text())
     assert [(row["settings"], row["error"]) for row in rows] == [("current", None), ("new", None), ("new", None)]
     for row in rows:
-        assert len(row["steps_s"]) == 1 and row["step_s"] > 0
+        assert len(row["steps_s"]) == 1 and row["step_s"] > 0 and row["step_cpu_s"] > 0
         assert row["peak_gb"] >= row["loaded_gb"] > 0
         assert row["prompt_tokens"] == 2 * 40
     baseline, target = rows[0], rows[2]

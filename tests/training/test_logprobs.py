@@ -141,7 +141,7 @@ def first_step_logs(tmp_path, name: str, step, fast: bool = True) -> dict[str, f
         if "lora_B" in parameter_name:  # B starts at 0 (policy = reference); move it so the KL term is live
             parameter.data.copy_(torch.randn(parameter.shape, generator=generator) * 0.02)
     trainer.train()
-    return trainer.state.log_history[0]
+    return {**trainer.state.log_history[0], "checkpointing": trainer.model.is_gradient_checkpointing}
 
 
 @pytest.mark.slow
@@ -152,6 +152,7 @@ def test_step_loss_unchanged_by_checkpointing_micro_batches_and_prefix_sharing(t
     trl = first_step_logs(tmp_path, "trl", StepSettings(None, False, False), fast=False)
     shared = first_step_logs(tmp_path, "shared", StepSettings(2, True, False))
     checkpointed = first_step_logs(tmp_path, "checkpointed", StepSettings(2, True, True))
+    assert checkpointed["checkpointing"] and not shared["checkpointing"]
     assert abs(trl["loss"]) > 1e-3 and trl["grad_norm"] > 0
     for logs in (shared, checkpointed):
         assert logs["loss"] == pytest.approx(trl["loss"], abs=1e-4)

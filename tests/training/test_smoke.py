@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from transformers import TrainerCallback
@@ -18,7 +19,7 @@ from memora_rl.config import load_config
 from memora_rl.training.config import TrainConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = REPO_ROOT / "configs" / "grpo" / "quickstart.yaml"
+QUICKSTART = REPO_ROOT / "configs" / "grpo" / "tiny.yaml"
 TINY = [
     "grpo.max_steps=2",
     "grpo.num_generations=4",
@@ -74,9 +75,30 @@ def check_trained(result, seeded: bool = True) -> None:
 
 @pytest.fixture(scope="module")
 def transformers_run(tmp_path_factory):
+    """The two-step run; TRL's `_calculate_rewards` is wrapped to keep, per step, its reward matrix,
+    its weights and the rollout's `judge_reward` column (the env's final reward J) in `.rewards`."""
+    from trl import GRPOTrainer
+
     from memora_rl.training.run import run
 
-    return run(tiny_config(tmp_path_factory.mktemp("runs"), "backend=transformers", "run_name=tf"))
+    captured: list[dict[str, Any]] = []
+    original = GRPOTrainer._calculate_rewards
+
+    def capture(self: Any, inputs: list[dict], *args: Any, **kwargs: Any) -> Any:
+        rewards_per_func = original(self, inputs, *args, **kwargs)  # (B, F)
+        captured.append({
+            "rewards_per_func": rewards_per_func.detach().cpu().clone(),
+            "weights": self.reward_weights.detach().cpu().clone(),  # (F,)
+            "names": list(self.reward_func_names),
+            "judge_reward": [row["judge_reward"] for row in inputs],
+        })  # fmt: skip
+        return rewards_per_func
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(GRPOTrainer, "_calculate_rewards", capture)
+        result = run(tiny_config(tmp_path_factory.mktemp("runs"), "backend=transformers", "run_name=tf"))
+    result.rewards = captured
+    return result
 
 
 @pytest.mark.slow
@@ -88,6 +110,25 @@ def test_transformers_backend_trains_two_steps(transformers_run):
     assert (run_dir / "checkpoint-2" / "data_split.json").is_file()
     assert (run_dir / "checkpoint-2" / "optimizer.pt").is_file()
     assert read_jsonl(run_dir / "samples.jsonl")[0]["reward_components"]
+
+
+@pytest.mark.slow
+def test_trls_weighted_reward_sum_is_the_envs_j_on_real_rollouts(transformers_run):
+    """TRL's weighted sum (`rewards_per_func @ reward_weights`) equals the env's J row by row on real
+    rollouts, and the `reward` TRL logs (the batch mean of that sum) equals the mean J."""
+    import torch
+
+    assert len(transformers_run.rewards) == 2  # one generation batch per optimizer step
+    logged = read_jsonl(transformers_run.metrics_path)
+    for batch, record in zip(transformers_run.rewards, logged, strict=True):
+        judge = torch.tensor(batch["judge_reward"], dtype=torch.float32)  # (B,) the env's J per episode
+        trl_sum = (batch["rewards_per_func"] * batch["weights"].unsqueeze(0)).nansum(dim=1)  # (B,) TRL's formula
+        assert judge.numel() == 4 and not torch.isnan(batch["rewards_per_func"]).any()
+        torch.testing.assert_close(trl_sum, judge, atol=1e-5, rtol=0)
+        total_column = batch["rewards_per_func"][:, batch["names"].index("total")]  # logged only, weight 0
+        torch.testing.assert_close(total_column, judge, atol=1e-6, rtol=0)
+        assert batch["weights"][batch["names"].index("total")] == 0.0
+        assert record["train/reward"] == pytest.approx(judge.mean().item(), abs=1e-5)  # TRL's own logged sum
 
 
 class _Interrupt(Exception):

@@ -41,6 +41,29 @@ def test_oracle_episodes_are_the_rollout_token_streams(hand_env: RetrievalEnv, s
         assert row["assistant_masks"][: len(episode.prompt_ids)] == [0] * len(episode.prompt_ids)
 
 
+def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
+    """`env.compact` / `env.few_shot` decide the observation layout and the chat every player opens with."""
+    from memora_rl.policy import prompts
+    from memora_rl.policy.render import chat_opener
+
+    store = HandGraphStore(GRAPH_ID, ENTRIES, anchor_choice="walk")
+    settings = RolloutSettings(max_turns=4, max_new_tokens=48, max_completion_tokens=2048)
+    lengths = {}
+    for compact, few_shot in [(False, True), (True, True), (True, False)]:
+        limits = {"initial_top_k": 1, "frontier_limit": 4, "budget": 4.0, "max_steps": 4}
+        config = EnvConfig(**limits, compact=compact, few_shot=few_shot)
+        env = RetrievalEnv(store, config, tasks=TASKS, embedder=store.embedder)
+        observation, _ = env.reset(seed=0, options={"task": TASKS[0]})
+        assert observation.startswith("Q: ") == compact  # the compact layout opens with "Q: "
+        messages = chat_opener(env.config)(observation)
+        assert messages[0]["content"] == (prompts.COMPACT_SYSTEM_PROMPT if compact else prompts.SYSTEM_PROMPT)
+        assert len(messages) == (2 + 2 * len(prompts.FEW_SHOT_EPISODE) if few_shot else 2)
+        episode = oracle_episodes(env, TASKS[:1], smol_tokenizer, settings, Oracle(env))[0]
+        assert smol_tokenizer.decode(episode.prompt_ids).count("<|im_start|>user") == len(messages) // 2
+        lengths[compact, few_shot] = len(episode.prompt_ids) + len(episode.completion_ids)
+    assert lengths[False, True] > lengths[True, True] > lengths[True, False]
+
+
 def test_scripted_generator_refuses_batches_and_overruns(smol_tokenizer) -> None:
     generator = ScriptedGenerator(smol_tokenizer, ['{"action": "stop"}'], end_id=2)
     with pytest.raises(ValueError, match="one episode"):
