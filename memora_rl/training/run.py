@@ -135,6 +135,19 @@ def vllm_server(config: TrainConfig) -> Iterator[str]:
         yield server.base_url
 
 
+def with_warm_start(config: TrainConfig, device: str) -> TrainConfig:
+    """Run (or reuse) stage one; return the config whose base model is the merged warm start.
+
+    The run folder's `config.yaml` (copied into every checkpoint, read by export) is rewritten to
+    name that folder: an adapter trained on the warm start must be exported and served on it.
+    """
+    from memora_rl.training.warmstart import warm_start
+
+    config = config.model_copy(update={"model": str(warm_start(config, device).resolve())})
+    dump_config(config, config.output_dir / "config.yaml")
+    return config
+
+
 def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     """Train the retrieval policy with GRPO as `config` says; returns where the outputs are.
 
@@ -146,9 +159,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     device = resolve_device(config)
     checkpoint = _prepare_run_dir(config)
     if config.warm_start.enabled:  # stage one; GRPO's base (and KL reference) becomes the merged warm start
-        from memora_rl.training.warmstart import warm_start
-
-        config = config.model_copy(update={"model": str(warm_start(config, device))})
+        config = with_warm_start(config, device)
     base_model, tokenizer, lora = build_policy(config, device)
     env, tasks, env_factory = _load_env(config, tokenizer)
     _write_split(config, [task.id for task in tasks])

@@ -100,3 +100,19 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
     merged_weight, base_weight = merged.state_dict()[name], base.state_dict()[name]
     assert not torch.allclose(merged_weight, base_weight)
     assert warm_start(config, "cpu") == model_dir  # finished: reused, not retrained
+
+
+def test_a_warm_started_run_names_the_merged_model_where_export_reads_it(tmp_path) -> None:
+    """The run's config.yaml (copied into checkpoints, read by export) names the warm start, not the base."""
+    from memora_rl.config import read_yaml
+    from memora_rl.training.config import TrainConfig
+    from memora_rl.training.run import with_warm_start
+    from memora_rl.training.warmstart import DONE_FILE
+
+    config = TrainConfig(run_name="warm", output_root=tmp_path, warm_start={"enabled": True})
+    model_dir = tmp_path / "warm" / "warmstart" / "model"
+    model_dir.mkdir(parents=True)
+    (model_dir / DONE_FILE).write_text("{}")  # a finished stage one: reused, not retrained
+    updated = with_warm_start(config, "cpu")
+    assert updated.model == str(model_dir.resolve()) and config.model == "smollm2-135m-instruct"
+    assert read_yaml(tmp_path / "warm" / "config.yaml")["model"] == str(model_dir.resolve())
