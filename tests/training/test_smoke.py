@@ -74,14 +74,19 @@ def check_trained(result, seeded: bool = True) -> None:
 
 
 @pytest.fixture(scope="module")
-def transformers_run(tmp_path_factory):
-    """The two-step run; TRL's `_calculate_rewards` is wrapped to keep, per step, its reward matrix,
-    its weights and the rollout's `judge_reward` column (the env's final reward J) in `.rewards`."""
+def trl_rewards() -> list[dict[str, Any]]:
+    """Per step of `transformers_run`: TRL's reward matrix, its weights and the rollout's `judge_reward` (J)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def transformers_run(tmp_path_factory, trl_rewards):
+    """The two-step run; TRL's `_calculate_rewards` is wrapped to record each step's rewards in `trl_rewards`."""
     from trl import GRPOTrainer
 
     from memora_rl.training.run import run
 
-    captured: list[dict[str, Any]] = []
+    captured = trl_rewards
     original = GRPOTrainer._calculate_rewards
 
     def capture(self: Any, inputs: list[dict], *args: Any, **kwargs: Any) -> Any:
@@ -96,9 +101,7 @@ def transformers_run(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(GRPOTrainer, "_calculate_rewards", capture)
-        result = run(tiny_config(tmp_path_factory.mktemp("runs"), "backend=transformers", "run_name=tf"))
-    result.rewards = captured
-    return result
+        return run(tiny_config(tmp_path_factory.mktemp("runs"), "backend=transformers", "run_name=tf"))
 
 
 @pytest.mark.slow
@@ -113,14 +116,14 @@ def test_transformers_backend_trains_two_steps(transformers_run):
 
 
 @pytest.mark.slow
-def test_trls_weighted_reward_sum_is_the_envs_j_on_real_rollouts(transformers_run):
+def test_trls_weighted_reward_sum_is_the_envs_j_on_real_rollouts(transformers_run, trl_rewards):
     """TRL's weighted sum (`rewards_per_func @ reward_weights`) equals the env's J row by row on real
     rollouts, and the `reward` TRL logs (the batch mean of that sum) equals the mean J."""
     import torch
 
-    assert len(transformers_run.rewards) == 2  # one generation batch per optimizer step
+    assert len(trl_rewards) == 2  # one generation batch per optimizer step
     logged = read_jsonl(transformers_run.metrics_path)
-    for batch, record in zip(transformers_run.rewards, logged, strict=True):
+    for batch, record in zip(trl_rewards, logged, strict=True):
         judge = torch.tensor(batch["judge_reward"], dtype=torch.float32)  # (B,) the env's J per episode
         trl_sum = (batch["rewards_per_func"] * batch["weights"].unsqueeze(0)).nansum(dim=1)  # (B,) TRL's formula
         assert judge.numel() == 4 and not torch.isnan(batch["rewards_per_func"]).any()
