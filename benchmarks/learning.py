@@ -82,8 +82,6 @@ ACTION_KINDS = ("expand", "refine", "stop", "invalid", "forced")
 METRICS = ("evidence_recall", "recall_gain", "context_tokens", "steps", "valid_action_rate")
 """Per-policy means reported in the tables (plus `initial_recall`, `total` and the action mix)."""
 BASE, WARM, GRPO = "prompted base", "warm start", "GRPO"
-BASE_OVERRIDES = ("env.few_shot=true",)
-"""The prompted base always reads the few-shot episode: untrained, the prompt is all it has to go on."""
 SEMANTIC, HEURISTIC, ORACLE = "semantic", "heuristic", "oracle"
 SEMANTIC_K = (1, 2, 3, 5, 8, 10)
 HEURISTIC_BUDGETS = (1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 12.0)
@@ -653,62 +651,66 @@ def training_summary(trained: TrainedRun) -> dict[str, Any]:
     }
 
 
-def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> dict[str, dict[str, float]]:
-    """Warm start (adapter disabled, when there is one) and GRPO metrics of one run; cached in the run folder."""
-    key = {
+def cached_results(cache: Path | None, key: Mapping[str, Any], label: str, compute: Any) -> Any:
+    """`compute()`, or its result stored in `cache` under the same `key` (a killed benchmark resumes)."""
+    if cache is not None and cache.is_file():
+        stored = json.loads(cache.read_text())
+        if stored.get("key") == key:
+            logger.info("%s: evaluation cached in %s", label, cache)
+            return stored["results"]
+    results = compute()
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "results": results}, indent=1))
+    return results
+
+
+def eval_key(ctx: EvalContext, max_new_tokens: int, **extra: Any) -> dict[str, Any]:
+    """What an LLM evaluation's figures depend on: tasks, env, horizon, token limit, generator, and `extra`."""
+    return {
         "task_ids": [task.id for task in ctx.tasks],
         "env": ctx.env_name,
         "env_overrides": ctx.env_overrides,
         "max_turns": ctx.llm_turns,
         "max_new_tokens": max_new_tokens,
         "generator": ctx.generator,
-        "adapter_mtime": (trained.adapter_dir / "adapter_model.safetensors").stat().st_mtime
-        if (trained.adapter_dir / "adapter_model.safetensors").is_file()
-        else None,
+        **extra,
     }
-    cache = trained.run_dir / EVAL_FILE
-    if cache.is_file():
-        stored = json.loads(cache.read_text())
-        if stored.get("key") == key:
-            logger.info("seed %d: evaluation cached in %s", trained.seed, cache)
-            return stored["results"]
-    results: dict[str, dict[str, float]] = {}
-    with policy_generators(ctx, trained.grpo_base, trained.adapter_dir) as generators:
-        if trained.warm_start is not None:
-            label = f"{WARM} s{trained.seed}"
-            results[WARM] = policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, label))
-        label = f"{GRPO} s{trained.seed}"
-        results[GRPO] = policy_metrics(play_llm(ctx, generators["adapter"], max_new_tokens, label))
-    cache.write_text(json.dumps({"key": key, "results": results}, indent=1))
-    return results
+
+
+def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> dict[str, dict[str, float]]:
+    """Warm start (adapter disabled, when there is one) and GRPO metrics of one run; cached in the run folder."""
+    weights = trained.adapter_dir / "adapter_model.safetensors"
+    key = eval_key(ctx, max_new_tokens, adapter_mtime=weights.stat().st_mtime if weights.is_file() else None)
+
+    def play() -> dict[str, dict[str, float]]:
+        results: dict[str, dict[str, float]] = {}
+        with policy_generators(ctx, trained.grpo_base, trained.adapter_dir) as generators:
+            if trained.warm_start is not None:
+                label = f"{WARM} s{trained.seed}"
+                results[WARM] = policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, label))
+            label = f"{GRPO} s{trained.seed}"
+            results[GRPO] = policy_metrics(play_llm(ctx, generators["adapter"], max_new_tokens, label))
+        return results
+
+    return cached_results(trained.run_dir / EVAL_FILE, key, f"seed {trained.seed}", play)
 
 
 def evaluate_base(ctx: EvalContext, config: Any, max_new_tokens: int, runs_dir: Path | None) -> dict[str, float]:
-    """The prompted base model's metrics, cached in `<runs-dir>/base_eval.json`.
+    """The prompted base model's metrics (few-shot prompt), cached in `<runs-dir>/base_eval.json`.
 
     Its few-shot chats are the longest of all: about half an hour for 66 synthetic-hard tasks on 2 busy cores.
     """
-    key = {
-        "task_ids": [task.id for task in ctx.tasks],
-        "env": ctx.env_name,
-        "env_overrides": [*ctx.env_overrides, *BASE_OVERRIDES],
-        "model": config.model,
-        "max_turns": ctx.llm_turns,
-        "max_new_tokens": max_new_tokens,
-        "generator": ctx.generator,
-    }
-    cache = runs_dir / BASE_EVAL_FILE if runs_dir is not None else None
-    if cache is not None and cache.is_file():
-        stored = json.loads(cache.read_text())
-        if stored.get("key") == key:
-            logger.info("prompted base: evaluation cached in %s", cache)
-            return stored["results"]
-    with policy_generators(ctx, config.model, lora_rank=config.lora.r) as generators:
-        results = policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, BASE, BASE_OVERRIDES))
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"key": key, "results": results}, indent=1))
-    return results
+    from memora_rl.policy.render import FEW_SHOT_OVERRIDE
+
+    key = eval_key(ctx, max_new_tokens, model=config.model)
+    key["env_overrides"] = [*ctx.env_overrides, FEW_SHOT_OVERRIDE]
+
+    def play() -> dict[str, float]:
+        with policy_generators(ctx, config.model, lora_rank=config.lora.r) as generators:
+            return policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, BASE, (FEW_SHOT_OVERRIDE,)))
+
+    return cached_results(runs_dir / BASE_EVAL_FILE if runs_dir else None, key, "prompted base", play)
 
 
 # ---- main ---------------------------------------------------------------------------------------

@@ -24,9 +24,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-BASE_FEW_SHOT = "env.few_shot=true"
-"""The prompted base model always reads the few-shot episode: untrained, the prompt is all it has."""
-
 
 class QuickstartConfig(StrictModel):
     """What the quickstart runs; every field has a CLI option of the same name."""
@@ -72,6 +69,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
     from memora_rl.evaluation.offline import EvalConfig, compare_eval_dirs, run_eval
     from memora_rl.export.writer import ExportRequest, export_run
     from memora_rl.llm.server import VLLMServer
+    from memora_rl.policy.render import FEW_SHOT_OVERRIDE
     from memora_rl.training.config import TrainConfig
     from memora_rl.training.run import latest_checkpoint
     from memora_rl.training.run import run as train
@@ -103,7 +101,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
     _stage(console, f"2/6 baselines on {config.eval_limit} held-out questions: semantic search, prompted base", started)
     run_dirs = {"semantic": evaluate("semantic", "semantic", None)}
     with VLLMServer(_server_config(config.base_model)) as server:
-        base_overrides = [*env_overrides, BASE_FEW_SHOT]
+        base_overrides = [*env_overrides, FEW_SHOT_OVERRIDE]
         prompted = f"prompted:{config.base_model}"
         run_dirs["prompted-base"] = evaluate("prompted-base", prompted, server.base_url, base_overrides)
 

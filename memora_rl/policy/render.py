@@ -341,6 +341,10 @@ def initial_messages(observation: str, compact: bool = False, few_shot: bool = T
     return messages
 
 
+FEW_SHOT_OVERRIDE = "env.few_shot=true"
+"""Env override under which a prompted (untrained) model is played: the few-shot episode is all it has to go on."""
+
+
 class PromptFormat(Protocol):
     """How an env shows itself to the policy (`memora_rl.env.config.EnvConfig` has both fields)."""
 
