@@ -133,7 +133,10 @@ class WarmStartSettings(StrictModel):
     gradient_accumulation: int = Field(4, ge=1)
     """Episodes per optimizer step (one episode per forward pass)."""
     max_tasks: int | None = Field(None, ge=1)
-    """Oracle episodes from at most the first N training tasks (None: all)."""
+    """Oracle episodes from at most N training tasks, drawn with the run's seed across conversations (None: all)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, ~30% more compute (TRL's SFT default is on;
+    a 135M policy does not need it)."""
     beam_width: int = Field(6, ge=1)
     """Oracle beam width."""
     max_refines: int = Field(2, ge=0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import fmean
@@ -82,6 +83,19 @@ def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
     return {name: fmean(e.reward_components.get(name, 0.0) for e in episodes) for name in names}
 
 
+def warm_start_tasks(tasks: Sequence[Any], max_tasks: int | None, seed: int) -> list[Any]:
+    """The training tasks to imitate, in a seeded order: a prefix of the split would be its first conversations only.
+
+    >>> warm_start_tasks(list(range(6)), 3, seed=0) == warm_start_tasks(list(range(6)), 3, seed=0)
+    True
+    >>> sorted(warm_start_tasks(list(range(6)), None, seed=1))
+    [0, 1, 2, 3, 4, 5]
+    """
+    order = list(tasks)
+    random.Random(seed).shuffle(order)
+    return order[:max_tasks] if max_tasks else order
+
+
 def warm_start(config: Any, device: str) -> Path:
     """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
     out = config.output_dir / "warmstart"
@@ -100,7 +114,7 @@ def warm_start(config: Any, device: str) -> Path:
     settings = config.warm_start
     base, tokenizer, lora = build_policy(config, device)
     env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
-    tasks = list(tasks)[: settings.max_tasks] if settings.max_tasks else list(tasks)
+    tasks = warm_start_tasks(tasks, settings.max_tasks, config.seed)
     grpo = config.grpo
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
     oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
@@ -122,6 +136,7 @@ def warm_start(config: Any, device: str) -> Path:
         use_cpu=device == "cpu",
         bf16=device == "cuda",
         max_length=None,
+        gradient_checkpointing=settings.gradient_checkpointing,
     )
     trainer = SFTTrainer(
         model=base,
