@@ -78,7 +78,7 @@ def make_tasks(count: int, size: int) -> list[Any]:
 
 def scripted_action(episode: int, info: dict[str, Any]) -> str:
     """The heuristic: expand 2, expand 1, (refine on even episodes), (a malformed turn every 5th), stop."""
-    from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction, format_action
+    from memora_rl.core.parse import ExpandAction, RefineAction, StopAction, format_action
 
     frontier = [item["id"] for item in info["frontier"]]
     step = info["step"]

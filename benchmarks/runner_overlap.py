@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memora_rl.core.trajectory import ActionRecord, Trajectory
 from memora_rl.data.records import Task
-from memora_rl.env.trajectory import ActionRecord, Trajectory
 from memora_rl.policy.base import Policy
 from memora_rl.policy.runner import run_episodes
 

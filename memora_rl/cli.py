@@ -46,7 +46,7 @@ def _register_subcommands() -> None:
     from memora_rl.export.cli import export
     from memora_rl.llm.cli import models_app, serve
     from memora_rl.serve.cli import serve_memory
-    from memora_rl.training.cli import train
+    from memora_rl.training.cli import TRAIN_EPILOG, train
 
     app.add_typer(models_app, name="models")
     app.command("serve")(serve)
@@ -55,7 +55,7 @@ def _register_subcommands() -> None:
     app.add_typer(eval_app, name="eval")
     app.add_typer(graph_app, name="graph")
     app.add_typer(env_app, name="env")
-    app.command("train")(train)
+    app.command("train", epilog=TRAIN_EPILOG)(train)
     app.command("quickstart")(quickstart)
     app.command("serve-memory")(serve_memory)
 

@@ -20,9 +20,9 @@ ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
 class StrictModel(BaseModel):
-    """Base for config models: unknown keys are errors, not silently ignored."""
+    """Base for config models: unknown keys are errors; each field's docstring is its description (schema, --help)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
 
 def parse_override(override: str) -> tuple[list[str], Any]:

@@ -66,7 +66,8 @@ def recall_gains(run_dirs: dict[str, Path], trained: str = "trained") -> dict[st
 def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> Path:
     """Run every stage and return the folder of the comparison table and plots."""
     from memora_rl.env.registry import make_env
-    from memora_rl.evaluation.offline import EvalConfig, compare_eval_dirs, run_eval
+    from memora_rl.evaluation.config import EvalConfig
+    from memora_rl.evaluation.offline import compare_eval_dirs, run_eval
     from memora_rl.export.writer import ExportRequest, export_run
     from memora_rl.llm.server import VLLMServer
     from memora_rl.policy.render import FEW_SHOT_OVERRIDE

@@ -23,6 +23,9 @@ from memora_rl.data.jsonio import read_json
 from memora_rl.data.records import Task
 from memora_rl.errors import ConfigError, DataError
 
+SplitName = Literal["train", "validation", "test", "all"]
+"""A task split an env draws from (`all`: every task of the corpus)."""
+
 SplitPart = Literal["train", "val", "test"]
 DEFAULT_FRACTIONS = (0.1, 0.1, 0.8)
 """The Memora paper's GRPO split: 10% train, 10% validation, 80% test."""

@@ -43,7 +43,7 @@ def list_command() -> None:
 
 def expand_shorthand(text: str) -> str:
     """Turn `:expand e1 e2`, `:refine words`, `:stop` into canonical JSON; return other text unchanged."""
-    from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction, format_action
+    from memora_rl.core.parse import ExpandAction, RefineAction, StopAction, format_action
 
     command, _, rest = text.strip().partition(" ")
     if command == ":expand" and rest.split():

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from memora_rl.env.trajectory import Trajectory
+from memora_rl.core.trajectory import Trajectory
 from memora_rl.errors import GraphError
 from memora_rl.memory.store import GraphStore
 

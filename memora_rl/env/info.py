@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from memora_rl.env.trajectory import ActionKind, StopReason, Trajectory
+from memora_rl.core.trajectory import ActionKind, StopReason, Trajectory
 
 
 class FrontierInfo(TypedDict):

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from memora_rl.core.parse import ExpandAction, RefineAction, StopAction, format_action
 from memora_rl.data.records import Task
 from memora_rl.data.synthetic import STOPWORDS
 from memora_rl.env.retrieval import EnvSnapshot, RetrievalEnv
-from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction, format_action
 
 _CAPITALISED_RE = re.compile(r"\b[A-Z][a-zA-Z\-]+(?:\s+[A-Z][a-zA-Z\-]+)*")
 _NOT_QUERIES = frozenset({"i", "im", "i'm", "i've", "i'll", "oh", "ok", "okay", "yes", "no", "hey", "hi", "thanks"})

@@ -7,10 +7,11 @@ import importlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 from memora_rl.config import apply_overrides
+from memora_rl.core.render import Tokenizer
 from memora_rl.data.records import Corpus, Task
+from memora_rl.data.splits import SplitName
 from memora_rl.env.deps import Judge, QueryEmbedder
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.env.sources import data_fingerprint, load_corpus
@@ -18,7 +19,6 @@ from memora_rl.env.spec import EnvSpec
 from memora_rl.errors import ConfigError
 from memora_rl.memory.store import GraphStore
 from memora_rl.paths import memora_home
-from memora_rl.policy.render import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +29,6 @@ ENV_MODULES: dict[str, str] = {
     "longmemeval": "envs.longmemeval",
 }
 """Env name -> module under `envs/` that defines `SPEC: EnvSpec`. Adding an env is one line here."""
-
-SplitName = Literal["train", "validation", "test", "all"]
 
 
 def list_envs() -> list[str]:

@@ -11,18 +11,18 @@ from typing import Any
 
 import gymnasium as gym
 
+from memora_rl.core.parse import ActionParseError, ExpandAction, RefineAction, StopAction, parse_action
+from memora_rl.core.render import Tokenizer, count_tokens, one_line, render_observation
+from memora_rl.core.state import FrontierView, ObservationState
+from memora_rl.core.trajectory import ActionKind, ActionRecord, StopReason, Trajectory
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.deps import Judge, QueryEmbedder, open_existing_store
 from memora_rl.env.info import FrontierInfo, StepInfo
 from memora_rl.env.spaces import UnicodeText
-from memora_rl.env.state import FrontierView, ObservationState
-from memora_rl.env.trajectory import ActionKind, ActionRecord, StopReason, Trajectory
 from memora_rl.errors import ConfigError, GraphError, RolloutError
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import GraphStore
-from memora_rl.policy.parse import ActionParseError, ExpandAction, RefineAction, StopAction, parse_action
-from memora_rl.policy.render import Tokenizer, count_tokens, one_line, render_observation
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class RetrievalEnv(gym.Env[str, str]):
     """Walk a prebuilt memory graph (expand along cue anchors, refine the query, stop) under a budget.
 
     ## Action Space
-    `UnicodeText(8192)`: the policy's raw turn. It is parsed by `memora_rl.policy.parse.parse_action`
+    `UnicodeText(8192)`: the policy's raw turn. It is parsed by `memora_rl.core.parse.parse_action`
     into one JSON action: `{"action": "expand", "ids": [...]}` (add frontier entries; each id must be
     in the current frontier, at most `max_ids_per_expand`), `{"action": "refine", "query": "..."}`
     (search again: the query's top `initial_top_k` hits not yet retrieved join the working set and the
@@ -46,7 +46,7 @@ class RetrievalEnv(gym.Env[str, str]):
     recorded in the trajectory and shown to the policy in the next observation.
 
     ## Observation Space
-    `UnicodeText`: the rendered user turn (`memora_rl.policy.render.render_observation`): question,
+    `UnicodeText`: the rendered user turn (`memora_rl.core.render.render_observation`): question,
     working set entries, frontier with anchors, budget left and the last action's error.
 
     ## Rewards

@@ -9,6 +9,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from memora_rl.cli_options import config_option, given
+from memora_rl.evaluation.config import EvalConfig
+
 console = Console()
 
 eval_app = typer.Typer(
@@ -20,56 +23,33 @@ eval_app = typer.Typer(
 
 def evaluate(
     ctx: typer.Context,
-    env: Annotated[str | None, typer.Option("--env", help="Env name, e.g. synthetic, locomo.")] = None,
-    policy: Annotated[
-        str | None,
-        typer.Option(
-            "--policy",
-            help="semantic | heuristic | random | rag | full-context | prompted:<model> | an export folder.",
-        ),
-    ] = None,
-    split: Annotated[
-        str, typer.Option("--split", help="Task split: test (held out), validation, train, all.")
-    ] = "test",
-    limit: Annotated[
-        int | None,
-        typer.Option(
-            "--limit",
-            help="Evaluate N tasks: a sample drawn with --seed, stratified by category and conversation.",
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Output folder (default runs/eval/<env>-<split>/<policy>).")
-    ] = None,
+    env: Annotated[str | None, config_option(EvalConfig, "env")] = None,
+    policy: Annotated[str | None, config_option(EvalConfig, "policy")] = None,
+    split: Annotated[str | None, config_option(EvalConfig, "split")] = None,
+    limit: Annotated[int | None, config_option(EvalConfig, "limit")] = None,
+    out: Annotated[Path | None, config_option(EvalConfig, "out")] = None,
     base_url: Annotated[
         str | None,
-        typer.Option(
-            "--base-url",
-            help="vLLM /v1 URL for prompted/export policies (default $MEMORA_RL_VLLM_URL/v1; none: transformers).",
-        ),
+        config_option(EvalConfig, "base_url", note="Default: $MEMORA_RL_VLLM_URL/v1 when set (see --transformers)."),
     ] = None,
-    answerer_base_url: Annotated[str | None, typer.Option("--answerer-base-url", help="Answerer LLM /v1 URL.")] = None,
-    answerer_model: Annotated[str | None, typer.Option("--answerer-model", help="Answerer served model name.")] = None,
-    judge_model: Annotated[
-        str | None, typer.Option("--judge-model", help="Judge served model (default: answerer).")
-    ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Episodes in flight at once.")] = 8,
-    seed: Annotated[int, typer.Option("--seed", help="Base seed of the episodes.")] = 0,
+    answerer_base_url: Annotated[str | None, config_option(EvalConfig, "answerer_base_url")] = None,
+    answerer_model: Annotated[str | None, config_option(EvalConfig, "answerer_model")] = None,
+    judge_model: Annotated[str | None, config_option(EvalConfig, "judge_model")] = None,
+    concurrency: Annotated[int | None, config_option(EvalConfig, "concurrency")] = None,
+    seed: Annotated[int | None, config_option(EvalConfig, "seed")] = None,
     transformers: Annotated[
         bool, typer.Option("--transformers", help="Generate in-process even if a server URL is set.")
     ] = False,
-    restart: Annotated[
-        bool, typer.Option("--restart", help="Discard records already in --out instead of resuming.")
-    ] = False,
+    restart: Annotated[bool, config_option(EvalConfig, "restart", "--restart")] = False,
     override: Annotated[
-        list[str] | None, typer.Option("--set", help="Env spec override key=value, e.g. env.budget=4 (repeatable).")
+        list[str] | None, config_option(EvalConfig, "env_overrides", "--set", note="Repeatable.")
     ] = None,
 ) -> None:
     """Run one policy over the held-out tasks; write records.jsonl, results.json/.md and PNG plots."""
     if ctx.invoked_subcommand is not None:
         return
     from memora_rl.errors import EvalError
-    from memora_rl.evaluation.offline import EvalConfig, run_eval
+    from memora_rl.evaluation.offline import run_eval
     from memora_rl.evaluation.report import metrics_table
 
     if env is None or policy is None:
@@ -77,22 +57,24 @@ def evaluate(
     if base_url is None and not transformers and os.environ.get("MEMORA_RL_VLLM_URL"):
         base_url = os.environ["MEMORA_RL_VLLM_URL"].rstrip("/").removesuffix("/v1") + "/v1"
     config = EvalConfig(
-        env=env,
-        policy=policy,
-        split=split,  # type: ignore[arg-type]
-        limit=limit,
-        out=out,
-        base_url=None if transformers else base_url,
-        answerer_base_url=answerer_base_url,
-        answerer_model=answerer_model,
-        judge_model=judge_model,
-        concurrency=concurrency,
-        seed=seed,
-        restart=restart,
-        env_overrides=list(override or []),
+        **given(
+            env=env,
+            policy=policy,
+            split=split,
+            limit=limit,
+            out=out,
+            base_url=None if transformers else base_url,
+            answerer_base_url=answerer_base_url,
+            answerer_model=answerer_model,
+            judge_model=judge_model,
+            concurrency=concurrency,
+            seed=seed,
+            restart=restart,
+            env_overrides=override,
+        )
     )
     result = run_eval(config)
-    console.print(metrics_table(result.metrics, title=f"{result.policy} on {env}/{split}"))
+    console.print(metrics_table(result.metrics, title=f"{result.policy} on {env}/{config.split}"))
     console.print(f"[green]wrote[/] {result.out} (records, results.json, results.md, plots)")
 
 

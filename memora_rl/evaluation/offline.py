@@ -13,13 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
-
 from memora_rl.async_bridge import run_sync
-from memora_rl.config import StrictModel
 from memora_rl.data.records import Task
-from memora_rl.env.registry import SplitName
 from memora_rl.errors import EvalError
+from memora_rl.evaluation.config import EvalConfig
 from memora_rl.evaluation.metrics import OVERALL, summarize_by_category
 from memora_rl.evaluation.policies import PolicySpec, make_context_policy, make_graph_policy, parse_policy_spec
 from memora_rl.evaluation.records import QuestionRecord
@@ -27,7 +24,6 @@ from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_result
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_TOKENIZER = "smollm2-135m-instruct"
 RUN_FILE = "run.json"
 """What run an output folder holds (policy, env, split, overrides, export id): resuming checks it."""
 PLOT_FILES = {
@@ -35,46 +31,6 @@ PLOT_FILES = {
     "recall_tokens": "recall_vs_context_tokens.png",
     "latency": "latency_cdf.png",
 }
-
-
-class EvalConfig(StrictModel):
-    """One offline evaluation run."""
-
-    env: str
-    """Env name (`memora-rl env list`), e.g. `synthetic`, `locomo`."""
-    policy: str
-    """`semantic` | `heuristic` | `random` | `rag` | `full-context` | `prompted:<model>` | an export folder."""
-    split: SplitName = "test"
-    """Task split to evaluate on (held-out: `test`)."""
-    limit: int | None = Field(default=None, ge=1)
-    """Evaluate N tasks of the split (None: all): a sample drawn with `seed`, stratified by category and
-    conversation (`memora_rl.data.sample`), so runs with the same limit and seed see the same tasks."""
-    out: Path | None = None
-    """Output folder; None uses `runs/eval/<env>-<split>/<policy name>` (git-ignored)."""
-    base_url: str | None = None
-    """vLLM `/v1` URL for `prompted:` and export policies; None generates in-process with transformers."""
-    answerer_base_url: str | None = None
-    """`/v1` URL of the answerer LLM; with `answerer_model`, adds answer correctness, token F1 and BLEU-1."""
-    answerer_model: str | None = None
-    """Served name of the answerer (the judge LLM too, unless `judge_model` is set)."""
-    judge_model: str | None = None
-    """Served name of the CORRECT/WRONG judge on the answerer's endpoint (None: the answerer)."""
-    concurrency: int = Field(default=8, ge=1)
-    """Episodes in flight at once (one env each)."""
-    seed: int = 0
-    """Base seed: episode i is reset with seed + i (and the random baseline's seed, and the `limit` sample)."""
-    max_new_tokens: int = Field(default=64, ge=1)
-    """Token limit of one LLM action."""
-    tokenizer: str = DEFAULT_TOKENIZER
-    """Tokenizer that counts context tokens for baselines (LLM policies use their own)."""
-    restart: bool = False
-    """Discard the records already in the output folder instead of resuming from them."""
-    env_overrides: list[str] = Field(default_factory=list)
-    """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`)."""
-
-    def output_dir(self, spec: PolicySpec) -> Path:
-        """The run folder for `spec`."""
-        return self.out or Path("runs") / "eval" / f"{self.env}-{self.split}" / spec.name
 
 
 @dataclass(frozen=True)
@@ -234,7 +190,7 @@ def run_eval(config: EvalConfig) -> EvalRun:
     identity: dict[str, Any] = {"policy": spec.name, "env": config.env, "split": config.split}
     identity["env_overrides"] = list(config.env_overrides)
     if spec.kind == "export":
-        from memora_rl.export.folder import load_export
+        from memora_rl.policy.export_folder import load_export
 
         identity["export_id"] = load_export(Path(spec.target)).manifest.export_id  # fails before anything is written
     out = config.output_dir(spec)

@@ -84,7 +84,7 @@ def export_run_name(path: Path) -> str:
     """
     import json
 
-    from memora_rl.export.folder import MANIFEST_FILE
+    from memora_rl.policy.export_folder import MANIFEST_FILE
 
     resolved = path.resolve()
     try:
@@ -169,8 +169,8 @@ def _served_tokenizer(root: str) -> Any:
 
 def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any]:
     """An exported policy: its adapter hot-loaded into the server, or base + adapter in transformers."""
-    from memora_rl.export.folder import load_export, load_export_model
     from memora_rl.llm.registry import load_tokenizer
+    from memora_rl.policy.export_folder import load_export, load_export_model
     from memora_rl.policy.llm_policy import LLMPolicyConfig, TransformersPolicy, make_llm_policy
 
     export = load_export(Path(spec.target))

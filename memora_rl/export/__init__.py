@@ -1,1 +1,1 @@
-"""Export trained policies (adapter, optional merged model, tokenizer, model card) and load them back."""
+"""Export trained policies (adapter, optional merged model, tokenizer, model card) as `policy.export_folder`."""

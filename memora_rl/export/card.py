@@ -6,7 +6,7 @@ import json
 import shlex
 from typing import Any
 
-from memora_rl.export.folder import ADAPTER_DIR, MERGED_DIR, ExportManifest
+from memora_rl.policy.export_folder import ADAPTER_DIR, MERGED_DIR, ExportManifest
 
 CARD_METRICS = (
     ("questions", "n"),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from memora_rl.errors import ExportError
-from memora_rl.export.folder import ADAPTER_FILES
+from memora_rl.policy.export_folder import ADAPTER_FILES
 
 CONFIG_FILE = "config.yaml"
 SPLIT_FILE = "data_split.json"

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from memora_rl.async_bridge import run_sync
 from memora_rl.errors import ExportError, MemoraError
-from memora_rl.export.folder import Export, VerificationRecord, load_export_model
+from memora_rl.policy.export_folder import Export, VerificationRecord, load_export_model
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,9 @@ from pydantic import Field
 from memora_rl.config import StrictModel
 from memora_rl.errors import ExportError
 from memora_rl.export.card import render_model_card
-from memora_rl.export.folder import (
+from memora_rl.export.run_folder import RunSource, open_run
+from memora_rl.export.verify import VerifyMode, verify_export
+from memora_rl.policy.export_folder import (
     ADAPTER_DIR,
     ADAPTER_FILES,
     CARD_FILE,
@@ -30,8 +32,6 @@ from memora_rl.export.folder import (
     Export,
     ExportManifest,
 )
-from memora_rl.export.run_folder import RunSource, open_run
-from memora_rl.export.verify import VerifyMode, verify_export
 
 logger = logging.getLogger(__name__)
 

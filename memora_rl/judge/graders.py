@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from memora_rl.env.trajectory import ACTION_KINDS, ActionKind, Trajectory
+from memora_rl.core.trajectory import ACTION_KINDS, ActionKind, Trajectory
 from memora_rl.errors import RolloutError
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -177,7 +177,7 @@ def format_score(trajectory: Trajectory) -> float:
     Range [0, 1]; an episode with no policy actions scores 0.0 (the policy produced nothing usable).
 
     >>> from memora_rl.data.records import Task
-    >>> from memora_rl.env.trajectory import ActionRecord
+    >>> from memora_rl.core.trajectory import ActionRecord
     >>> task = Task(id="q", conversation_id="c", question="?", answer="a", category="temporal")
     >>> actions = [ActionRecord(step=0, text="oops", kind="invalid"), ActionRecord(step=1, text="{}", kind="stop")]
     >>> format_score(Trajectory(task=task, graph_id="g", actions=actions, budget=4))

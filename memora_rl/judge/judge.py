@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel
 
 from memora_rl.async_bridge import run_sync
-from memora_rl.env.trajectory import Trajectory
+from memora_rl.core.trajectory import Trajectory
 from memora_rl.errors import ConfigError
 from memora_rl.judge import graders
 from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, ChatClient, render_memory_context

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from memora_rl.env.trajectory import Trajectory
+from memora_rl.core.trajectory import Trajectory
 from memora_rl.errors import ConfigError
 
 RewardFn = Callable[[Trajectory], float]

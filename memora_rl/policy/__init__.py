@@ -1,1 +1,1 @@
-"""Prompt rendering, the action grammar, retrieval policies and baselines."""
+"""Retrieval policies and baselines, the chat they read, the episode runner, and the exported-policy folder."""

@@ -1,6 +1,6 @@
 """Graph baselines over the same env: semantic (stop at once), heuristic expand, seeded random.
 
-Each writes its actions with `memora_rl.policy.parse.format_action`, so they emit exactly the
+Each writes its actions with `memora_rl.core.parse.format_action`, so they emit exactly the
 text a trained policy should, and each stays within the budget it reads from `info`.
 """
 
@@ -11,10 +11,10 @@ import math
 import random
 from typing import Any
 
+from memora_rl.core.parse import ExpandAction, RefineAction, StopAction, format_action
 from memora_rl.env.config import EnvConfig
 from memora_rl.errors import ConfigError
 from memora_rl.policy.base import Message, Policy
-from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction, format_action
 
 _EPSILON = 1e-9
 STOP_TEXT = format_action(StopAction())

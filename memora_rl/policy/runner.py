@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memora_rl.async_bridge import run_sync
+from memora_rl.core.trajectory import Trajectory
 from memora_rl.data.records import Task
-from memora_rl.env.trajectory import Trajectory
 from memora_rl.errors import MemoraError, RolloutError
 from memora_rl.policy.base import Message, Policy
 from memora_rl.policy.render import chat_opener

@@ -9,7 +9,7 @@ total = format_weight * format - cost_weight * cost (the trajectory judge's weig
 
 from __future__ import annotations
 
-from memora_rl.env.trajectory import Trajectory
+from memora_rl.core.trajectory import Trajectory
 from memora_rl.judge import JudgeConfig, JudgeResult
 from memora_rl.judge.graders import context_tokens, cost, format_score, invalid_actions, refines, steps
 

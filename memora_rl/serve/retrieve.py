@@ -14,17 +14,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from memora_rl.core.render import count_tokens
+from memora_rl.core.trajectory import Trajectory
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.deps import Judge
 from memora_rl.env.retrieval import RetrievalEnv
-from memora_rl.env.trajectory import Trajectory
 from memora_rl.errors import ConfigError, RolloutError
 from memora_rl.judge import render_memory_context
 from memora_rl.memory.records import Episode, MemoryEntry
 from memora_rl.memory.store import GraphStore
 from memora_rl.policy.base import Message
-from memora_rl.policy.render import chat_opener, count_tokens
+from memora_rl.policy.render import chat_opener
 from memora_rl.serve.schemas import ContextMode, FrontierNode, RetrieveRequest, RetrieveResponse, WalkStep
 
 logger = logging.getLogger(__name__)

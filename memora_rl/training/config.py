@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from memora_rl.config import StrictModel
+from memora_rl.data.splits import SplitName
 from memora_rl.errors import ConfigError
 
 
@@ -155,16 +156,20 @@ class TrainConfig(StrictModel):
     env_overrides: list[str] = Field(default_factory=list)
     """Dotted `key=value` overrides of the env spec (see `resolve_env_spec`), e.g. `env.max_steps=5`,
     `env.judge.correctness=token_f1`, `env.judge.cost_weight=0.2`; the judge's weights follow them."""
-    split: str = "train"
+    split: SplitName = "train"
     """Task split the env draws training tasks from."""
     max_tasks: int | None = Field(None, ge=1)
     """Use only the first N tasks of the split (None: all)."""
     backend: Literal["vllm", "transformers"] = "vllm"
     """Rollout generation: a vLLM server with runtime LoRA loading, or in-process transformers sampling."""
     lora: LoraSettings = Field(default_factory=LoraSettings)
+    """The LoRA adapter trained on the frozen base model: rank, scaling, dropout, target modules."""
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
+    """GRPO optimisation and rollouts: group size, KL weight, learning rate, steps, turn and token limits."""
     server: ServerSettings = Field(default_factory=ServerSettings)
+    """The vLLM server rollouts come from (backend=vllm): one this run starts, or a running one at `url`."""
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    """Where metrics and sample trajectories go: wandb mode and project, sample tables and files."""
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
     """Stage one: supervised fine-tuning on oracle walks, merged into the base before GRPO (off by default)."""
     reward_weights: dict[str, float] | None = None
@@ -194,11 +199,20 @@ class TrainConfig(StrictModel):
             raise ValueError(f"run_name={self.run_name!r} must be a plain folder name, e.g. 'quickstart'.")
         return self
 
+    @model_validator(mode="after")
+    def _check_server(self) -> TrainConfig:
+        """Refuse a vLLM backend with neither a running server nor one to start."""
+        if self.backend == "vllm" and self.server.url is None and not self.server.start:
+            raise ValueError("backend=vllm needs server.url=<http://host:port/v1> or server.start=true.")
+        return self
 
-def require_valid(config: TrainConfig) -> None:
-    """Cross-checks that need more than the config itself (server choice, env name and overrides)."""
-    if config.backend == "vllm" and config.server.url is None and not config.server.start:
-        raise ConfigError("backend=vllm needs server.url=<http://host:port/v1> or server.start=true.")
-    from memora_rl.env.registry import resolve_env_spec
+    @model_validator(mode="after")
+    def _check_env(self) -> TrainConfig:
+        """Resolve the env and its overrides, so a bad name or override fails at load, before the model loads."""
+        from memora_rl.env.registry import resolve_env_spec
 
-    resolve_env_spec(config.env, config.env_overrides)  # a bad env or override fails before the model loads
+        try:
+            resolve_env_spec(self.env, self.env_overrides)
+        except ConfigError as error:
+            raise ValueError(str(error)) from error
+        return self

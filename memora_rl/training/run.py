@@ -19,7 +19,7 @@ from memora_rl.config import dump_config
 from memora_rl.errors import ConfigError
 from memora_rl.llm.server import base_model_name
 from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
-from memora_rl.training.config import TrainConfig, require_valid
+from memora_rl.training.config import TrainConfig
 from memora_rl.training.generation import Generator, TransformersGenerator, VLLMGenerator
 from memora_rl.training.importance import enable_rollout_importance_sampling
 from memora_rl.training.rewards import judge_weights, make_component_rewards
@@ -155,7 +155,6 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         config: The run's settings.
         callbacks: Extra `transformers.TrainerCallback`s (tests use one to interrupt a run).
     """
-    require_valid(config)
     device = resolve_device(config)
     checkpoint = _prepare_run_dir(config)
     if config.warm_start.enabled:  # stage one; GRPO's base (and KL reference) becomes the merged warm start

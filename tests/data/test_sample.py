@@ -70,7 +70,8 @@ def test_locomo_test_limit_40_is_not_one_conversation(locomo_path: Path):
 
 
 def test_eval_limit_uses_the_stratified_sample_with_the_eval_seed():
-    from memora_rl.evaluation.offline import EvalConfig, _limit
+    from memora_rl.evaluation.config import EvalConfig
+    from memora_rl.evaluation.offline import _limit
 
     tasks = file_ordered_tasks()
     chosen = _limit(tasks, EvalConfig(env="synthetic", policy="semantic", limit=20, seed=2))

@@ -18,12 +18,12 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from memora_rl.core.parse import ExpandAction, RefineAction, format_action
 from memora_rl.env import RETRIEVAL_ENV_ID
 from memora_rl.env.registry import get_env_spec, list_envs, make_env, resolve_env_spec
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.env.sources import resolve_data_path
 from memora_rl.errors import ConfigError, DataError
-from memora_rl.policy.parse import ExpandAction, RefineAction, format_action
 
 SMALL_DATA: dict[str, list[str]] = {
     "synthetic": [

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.env.info import StepInfo
 from memora_rl.env.retrieval import CUT_TURN_ERROR, RetrievalEnv
 from memora_rl.errors import ConfigError, GraphError, RolloutError
-from memora_rl.policy.parse import ExpandAction, format_action
 
 MANAGER_TASK = {"task_id": "t2"}  # "What does Alma's manager do on Saturdays?"
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from memora_rl.evaluation.config import EvalConfig
 from memora_rl.evaluation.graphs import make_eval_env
-from memora_rl.evaluation.offline import EvalConfig, run_eval
+from memora_rl.evaluation.offline import run_eval
 from memora_rl.evaluation.report import read_records
 from memora_rl.memory import open_store
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from memora_rl.errors import EvalError, ExportError
-from memora_rl.evaluation.offline import PLOT_FILES, EvalConfig, compare_eval_dirs, run_eval
+from memora_rl.evaluation.config import EvalConfig
+from memora_rl.evaluation.offline import PLOT_FILES, compare_eval_dirs, run_eval
 from memora_rl.evaluation.policies import VALID_POLICIES, parse_policy_spec
 from memora_rl.evaluation.report import RECORDS_FILE, RESULTS_FILE, TABLE_FILE, read_records
 
@@ -83,7 +84,7 @@ def test_policy_specs_parse():
 
 
 def test_an_export_is_named_after_its_run_and_checkpoint_not_its_folder(tmp_path):
-    from memora_rl.export.folder import MANIFEST_FILE
+    from memora_rl.policy.export_folder import MANIFEST_FILE
 
     folder = tmp_path / "runs" / "quickstart" / "export"  # what `memora-rl quickstart` writes
     folder.mkdir(parents=True)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from memora_rl.evaluation.offline import EvalConfig, run_eval
+from memora_rl.evaluation.config import EvalConfig
+from memora_rl.evaluation.offline import run_eval
 from memora_rl.evaluation.report import read_records
 
 
@@ -54,8 +55,8 @@ def test_exported_policy_is_evaluated_with_transformers(tmp_path, tiny_model_dir
 def test_export_on_a_server_of_other_weights_is_refused(tmp_path, tiny_model_dir, vllm_server):
     """A warm-started run's adapter belongs on the warm start: a server of the plain base must not take it."""
     from memora_rl.errors import EvalError
-    from memora_rl.export.folder import MANIFEST_FILE
     from memora_rl.export.writer import ExportRequest, export_run
+    from memora_rl.policy.export_folder import MANIFEST_FILE
 
     export = export_run(
         ExportRequest(run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none")

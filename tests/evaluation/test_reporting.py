@@ -137,8 +137,8 @@ def test_results_tables_and_plots_are_written(tmp_path: Path):
 
 
 def _episode(search_s: float | None) -> object:
+    from memora_rl.core.trajectory import ActionRecord, Trajectory
     from memora_rl.data.records import Task
-    from memora_rl.env.trajectory import ActionRecord, Trajectory
     from memora_rl.policy.runner import EpisodeResult, EpisodeTiming
 
     task = Task(id="t1", conversation_id="c1", question="q?", answer="a", category="temporal")

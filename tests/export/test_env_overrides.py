@@ -6,9 +6,9 @@ from pathlib import Path
 
 from memora_rl.export import verify
 from memora_rl.export.card import render_model_card
-from memora_rl.export.folder import ADAPTER_FILES, Export
 from memora_rl.export.run_folder import RunSource
 from memora_rl.export.writer import ExportRequest, build_manifest
+from memora_rl.policy.export_folder import ADAPTER_FILES, Export
 
 OVERRIDES = ["env.max_steps=5", "env.judge.cost_weight=0.2"]
 

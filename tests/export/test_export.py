@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from memora_rl.errors import ExportError
-from memora_rl.export.folder import MANIFEST_FILE, load_export, load_export_model
 from memora_rl.export.writer import ExportRequest, export_run
+from memora_rl.policy.export_folder import MANIFEST_FILE, load_export, load_export_model
 
 
 def leftovers(parent: Path) -> list[str]:

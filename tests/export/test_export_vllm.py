@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memora_rl.export.folder import load_export
 from memora_rl.export.writer import ExportRequest, export_run
+from memora_rl.policy.export_folder import load_export
 
 
 @pytest.mark.slow

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from memora_rl.core.trajectory import ActionRecord, Trajectory
 from memora_rl.data.records import Task
-from memora_rl.env.trajectory import ActionRecord, Trajectory
 from memora_rl.memory.records import MemoryEntry
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 import httpx
 import pytest
 
+from memora_rl.core.parse import ActionParseError, parse_action
 from memora_rl.data.records import Conversation, Session, Turn
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.retrieval import RetrievalEnv
@@ -24,7 +25,6 @@ from memora_rl.policy.baselines import (
 )
 from memora_rl.policy.context_baselines import FullContextBaseline, RagBaseline, chunk_conversation, count_words
 from memora_rl.policy.llm_policy import LLMPolicyConfig, ServerLLMPolicy, TransformersPolicy
-from memora_rl.policy.parse import ActionParseError, parse_action
 from memora_rl.policy.runner import run_episodes
 from tests.policy.graph import TASKS, PolicyTestStore
 

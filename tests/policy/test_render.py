@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from memora_rl.env.state import FrontierView, ObservationState
+from memora_rl.core import prompts
+from memora_rl.core.parse import ActionParseError, parse_action
+from memora_rl.core.render import count_tokens, render_observation
+from memora_rl.core.state import FrontierView, ObservationState
 from memora_rl.memory.records import MemoryEntry
-from memora_rl.policy import prompts
-from memora_rl.policy.parse import ActionParseError, parse_action
-from memora_rl.policy.render import count_tokens, initial_messages, render_observation
+from memora_rl.policy.render import initial_messages
 
 QUESTION = "Where did Alma’s sister move — and when? 🙂"
 

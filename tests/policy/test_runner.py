@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from memora_rl.core.trajectory import ActionRecord, Trajectory
 from memora_rl.data.records import Task
 from memora_rl.env.retrieval import RetrievalEnv
-from memora_rl.env.trajectory import ActionRecord, Trajectory
 from memora_rl.errors import LLMError, RolloutError
 from memora_rl.judge import TrajectoryJudge
 from memora_rl.policy.base import Policy

@@ -43,7 +43,7 @@ def test_oracle_episodes_are_the_rollout_token_streams(hand_env: RetrievalEnv, s
 
 def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
     """`env.compact` / `env.few_shot` decide the observation layout and the chat every player opens with."""
-    from memora_rl.policy import prompts
+    from memora_rl.core import prompts
     from memora_rl.policy.render import chat_opener
 
     store = HandGraphStore(GRAPH_ID, ENTRIES, anchor_choice="walk")

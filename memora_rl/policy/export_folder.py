@@ -8,6 +8,7 @@ Layout written by `memora_rl.export.writer.export_run`:
 <out>/adapter/                 peft LoRA adapter (adapter_config.json, adapter_model.safetensors)
 <out>/merged/                  optional: base + adapter merged, a plain safetensors model folder
 ```
+It lives with the policies, below both the writer and `memora_rl.evaluation`, which loads exports back.
 """
 
 from __future__ import annotations

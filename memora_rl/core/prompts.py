@@ -6,9 +6,9 @@ as live observations, so the policy sees identical formatting in examples and ep
 
 from __future__ import annotations
 
-from memora_rl.env.state import FrontierView, ObservationState
+from memora_rl.core.parse import ExpandAction, RefineAction, StopAction
+from memora_rl.core.state import FrontierView, ObservationState
 from memora_rl.memory.records import MemoryEntry
-from memora_rl.policy.parse import ExpandAction, RefineAction, StopAction
 
 SYSTEM_PROMPT = (
     "You search a memory graph to collect the memories needed to answer a question.\n"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memora_rl.policy.parse import (
+from memora_rl.core.parse import (
     ActionParseError,
     ExpandAction,
     RefineAction,

@@ -1,0 +1,1 @@
+"""What env, judge and policy share: the trajectory record, the observation, its rendering and the action grammar."""

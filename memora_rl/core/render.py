@@ -1,0 +1,311 @@
+"""Render the env state as the policy's user turn, within a token budget.
+
+The env, the few-shot turns and every player use these functions, so the policy reads identical
+text in training, evaluation and serving. Token counts use the policy's tokenizer when one is
+given (any object with Hugging Face's `encode(text, add_special_tokens=False)` and `decode(ids)`),
+otherwise an estimate of one token per four characters.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+from memora_rl.core import prompts
+from memora_rl.core.state import FrontierView, ObservationState
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_PROMPT_TOKENS = 512
+"""Default token budget of one rendered observation (SmolLM2 serves 2048-token contexts)."""
+CHARS_PER_TOKEN = 4
+"""Characters per token assumed when no tokenizer is given."""
+
+
+class Tokenizer(Protocol):
+    """The slice of a Hugging Face tokenizer the renderer uses."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]:
+        """Token ids of `text`."""
+        ...
+
+    def decode(self, token_ids: Sequence[int], **kwargs: Any) -> str:
+        """Text of `token_ids`."""
+        ...
+
+
+@lru_cache(maxsize=16_384)
+def _cached_token_ids(tokenizer: Tokenizer, text: str) -> tuple[int, ...]:
+    """Token ids of a text, cached: working-set values are re-rendered at every step of an episode."""
+    return tuple(tokenizer.encode(text, add_special_tokens=False))
+
+
+class TokenMeter:
+    """Counts and cuts text in tokens of one tokenizer (or the 4-characters-per-token estimate)."""
+
+    def __init__(self, tokenizer: Tokenizer | None = None) -> None:
+        self.tokenizer = tokenizer
+        self._ids: dict[str, list[int]] = {}
+
+    def _encode(self, text: str) -> list[int]:
+        """Token ids of `text`, memoised for this meter and (bounded) across renders."""
+        ids = self._ids.get(text)
+        if ids is None:
+            try:
+                ids = list(_cached_token_ids(self.tokenizer, text))
+            except TypeError:  # an unhashable tokenizer object: no cross-render cache
+                ids = list(self.tokenizer.encode(text, add_special_tokens=False))  # type: ignore[union-attr]
+            self._ids[text] = ids
+        return ids
+
+    def count(self, text: str) -> int:
+        """Number of tokens in `text`."""
+        if self.tokenizer is None:
+            return math.ceil(len(text) / CHARS_PER_TOKEN)
+        return len(self._encode(text))
+
+    def shorten(self, text: str, max_tokens: int) -> str:
+        """`text` cut to at most `max_tokens` tokens, ending in an ellipsis when cut."""
+        if self.count(text) <= max_tokens:
+            return text
+        if max_tokens <= 0:
+            return prompts.ELLIPSIS
+        if self.tokenizer is None:
+            return text[: max_tokens * CHARS_PER_TOKEN].rstrip() + prompts.ELLIPSIS
+        head = self.tokenizer.decode(self._encode(text)[:max_tokens], skip_special_tokens=True)
+        return head.rstrip() + prompts.ELLIPSIS
+
+
+def count_tokens(text: str, tokenizer: Tokenizer | None = None) -> int:
+    """Tokens in `text` with `tokenizer`, or the 4-characters-per-token estimate without one.
+
+    >>> count_tokens("twelve chars")
+    3
+    """
+    return TokenMeter(tokenizer).count(text)
+
+
+def one_line(text: str) -> str:
+    r"""Collapse whitespace (newlines included) so each entry renders on one line.
+
+    >>> one_line("a\n  b ")
+    'a b'
+    """
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The templates one rendering mode lays an observation out with (see `memora_rl.core.prompts`)."""
+
+    question: str
+    query: str
+    working_set_header: str
+    working_set_empty: str
+    entry: str
+    frontier_header: str
+    frontier_empty: str
+    frontier_item: str
+    budget: str
+    error: str
+    instruction: str | None
+    value_tokens: int | None
+    """Cap on each working-set value before any budget cut (None: no cap)."""
+
+
+FULL_LAYOUT = Layout(
+    prompts.QUESTION_TEMPLATE,
+    prompts.QUERY_TEMPLATE,
+    prompts.WORKING_SET_HEADER,
+    prompts.WORKING_SET_EMPTY,
+    prompts.ENTRY_TEMPLATE,
+    prompts.FRONTIER_HEADER,
+    prompts.FRONTIER_EMPTY,
+    prompts.FRONTIER_TEMPLATE,
+    prompts.BUDGET_TEMPLATE,
+    prompts.ERROR_TEMPLATE,
+    prompts.INSTRUCTION,
+    None,
+)
+"""The default layout: labelled sections, anchors on frontier items, a closing instruction."""
+COMPACT_LAYOUT = Layout(
+    prompts.COMPACT_QUESTION_TEMPLATE,
+    prompts.COMPACT_QUERY_TEMPLATE,
+    prompts.COMPACT_WORKING_SET_HEADER,
+    prompts.COMPACT_WORKING_SET_EMPTY,
+    prompts.COMPACT_ENTRY_TEMPLATE,
+    prompts.COMPACT_FRONTIER_HEADER,
+    prompts.COMPACT_FRONTIER_EMPTY,
+    prompts.COMPACT_FRONTIER_TEMPLATE,
+    prompts.COMPACT_BUDGET_TEMPLATE,
+    prompts.COMPACT_ERROR_TEMPLATE,
+    None,
+    prompts.COMPACT_VALUE_TOKENS,
+)
+"""Compact layout for multi-turn training: short labels, no anchors, capped values, no instruction line."""
+
+
+def layout_for(compact: bool) -> Layout:
+    """`COMPACT_LAYOUT` when `compact`, else `FULL_LAYOUT`."""
+    return COMPACT_LAYOUT if compact else FULL_LAYOUT
+
+
+def _compose(
+    state: ObservationState,
+    abstractions: Sequence[str],
+    values: Sequence[str],
+    frontier: Sequence[FrontierView],
+    frontier_abstractions: Sequence[str],
+    layout: Layout = FULL_LAYOUT,
+) -> str:
+    """Lay out the observation from already-shortened parts."""
+    lines = [layout.question.format(question=state.question.strip())]
+    if one_line(state.query) != one_line(state.question):
+        lines.append(layout.query.format(query=one_line(state.query)))
+    if state.working_set:
+        lines.append(layout.working_set_header.format(count=len(state.working_set)))
+        for entry, abstraction, value in zip(state.working_set, abstractions, values, strict=True):
+            lines.append(layout.entry.format(entry_id=entry.id, abstraction=abstraction, value=value))
+    else:
+        lines.append(layout.working_set_empty)
+    if frontier:
+        lines.append(layout.frontier_header.format(count=len(frontier), max_ids=state.max_ids_per_expand))
+        for item, abstraction in zip(frontier, frontier_abstractions, strict=True):
+            lines.append(
+                layout.frontier_item.format(
+                    entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction
+                )
+            )
+    else:
+        lines.append(layout.frontier_empty)
+    lines.append(
+        layout.budget.format(
+            budget_left=round(state.budget_left, 3),
+            budget=round(state.budget, 3),
+            expand_cost=state.expand_cost_per_id,
+            refine_cost=state.refine_cost,
+            step=state.step,
+            max_steps=state.max_steps,
+        )
+    )
+    if state.last_error:
+        lines.append(layout.error.format(error=one_line(state.last_error)))
+    if layout.instruction:
+        lines.append(layout.instruction)
+    return "\n".join(lines)
+
+
+def _largest_fitting_cap(render: Callable[[int], str], meter: TokenMeter, limit: int, upper: int) -> int | None:
+    """Largest cap in [0, upper] whose rendering fits `limit` tokens (exact binary search), None if 0 does not fit."""
+    if meter.count(render(0)) > limit:
+        return None
+    low, high = 0, upper
+    while low < high:
+        middle = (low + high + 1) // 2
+        if meter.count(render(middle)) <= limit:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _largest_part_cap(
+    render: Callable[[int], str], meter: TokenMeter, limit: int, part_tokens: Sequence[int]
+) -> int | None:
+    """Largest per-part token cap whose rendering fits `limit`, None if a cap of 0 does not fit.
+
+    The search runs on an additive estimate (the rendering at cap 0 plus each part's kept
+    tokens), so the text is tokenized a few times instead of once per probe; the result is
+    then checked exactly and lowered until it fits.
+    """
+    floor = meter.count(render(0))
+    if floor > limit:
+        return None
+    cut_floor = sum(1 for tokens in part_tokens if tokens > 0)  # each part is an ellipsis at cap 0
+
+    def estimate(cap: int) -> int:
+        return floor - cut_floor + sum(min(tokens, cap) + (tokens > cap) for tokens in part_tokens)
+
+    low, high = 0, max(part_tokens, default=0)
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if estimate(middle) <= limit else (low, middle - 1)
+    cap = low
+    while cap > 0:
+        over = meter.count(render(cap)) - limit
+        if over <= 0:
+            return cap
+        shortened = max(1, sum(1 for tokens in part_tokens if tokens > cap - 1))
+        cap = max(0, cap - max(1, math.ceil(over / shortened)))
+    return 0
+
+
+def render_observation(
+    state: ObservationState,
+    tokenizer: Tokenizer | None = None,
+    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+    compact: bool = False,
+) -> str:
+    """Render the user turn for `state` within `max_prompt_tokens` tokens.
+
+    Values are cut first (each to a common token cap, the largest that fits), then
+    abstractions, then the lowest-ranked frontier items are dropped. The question, ids,
+    budget line and instruction are never cut; if they alone exceed the budget the text
+    is returned over budget and a warning is logged. `compact` uses `COMPACT_LAYOUT`
+    (about half the tokens; for multi-turn training, where every observation stays in context).
+    """
+    layout = layout_for(compact)
+    meter = TokenMeter(tokenizer)
+    abstractions = [one_line(entry.abstraction) for entry in state.working_set]
+    values = [one_line(entry.value) for entry in state.working_set]
+    if layout.value_tokens is not None:
+        values = [meter.shorten(value, layout.value_tokens) for value in values]
+    frontier = list(state.frontier)
+    frontier_abstractions = [one_line(item.abstraction) for item in frontier]
+    full = _compose(state, abstractions, values, frontier, frontier_abstractions, layout)
+    if meter.count(full) <= max_prompt_tokens:
+        return full
+
+    def with_value_cap(cap: int) -> str:
+        shortened = [meter.shorten(v, cap) for v in values]
+        return _compose(state, abstractions, shortened, frontier, frontier_abstractions, layout)
+
+    cap = _largest_part_cap(with_value_cap, meter, max_prompt_tokens, [meter.count(v) for v in values])
+    if cap is not None:
+        return with_value_cap(cap)
+    values = [meter.shorten(v, 0) for v in values]
+
+    def with_abstraction_cap(cap: int) -> str:
+        return _compose(
+            state,
+            [meter.shorten(a, cap) for a in abstractions],
+            values,
+            frontier,
+            [meter.shorten(a, cap) for a in frontier_abstractions],
+            layout,
+        )
+
+    parts = [meter.count(a) for a in abstractions + frontier_abstractions]
+    cap = _largest_part_cap(with_abstraction_cap, meter, max_prompt_tokens, parts)
+    if cap is not None:
+        return with_abstraction_cap(cap)
+    abstractions = [meter.shorten(a, 0) for a in abstractions]
+    short_frontier = [meter.shorten(a, 0) for a in frontier_abstractions]
+
+    def with_frontier_size(size: int) -> str:
+        return _compose(state, abstractions, values, frontier[:size], short_frontier[:size], layout)
+
+    size = _largest_fitting_cap(with_frontier_size, meter, max_prompt_tokens, len(frontier))
+    text = with_frontier_size(size or 0)
+    if size is None:
+        logger.warning(
+            "Observation needs %d tokens even with values, abstractions and frontier removed (limit %d); "
+            "raise max_prompt_tokens or lower initial_top_k.",
+            meter.count(text),
+            max_prompt_tokens,
+        )
+    return text
