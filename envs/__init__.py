@@ -1,1 +1,1 @@
-"""Named environment definitions (`EnvSpec`s): thin and declarative; `memora_rl.env.registry` makes them."""
+"""Named environment definitions (`EnvSpec`s), imported as `memora_rl_envs`; `memora_rl.env.registry` makes them."""

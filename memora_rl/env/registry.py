@@ -22,13 +22,19 @@ from memora_rl.paths import memora_home
 
 logger = logging.getLogger(__name__)
 
+ENVS_PACKAGE = "memora_rl_envs"
+"""Import name of the repo's `envs/` folder (pyproject.toml maps it; a bare `envs` would clash with other packages)."""
+
 ENV_MODULES: dict[str, str] = {
-    "synthetic": "envs.synthetic",
-    "synthetic-hard": "envs.synthetic_hard",
-    "locomo": "envs.locomo",
-    "longmemeval": "envs.longmemeval",
+    "synthetic": f"{ENVS_PACKAGE}.synthetic",
+    "synthetic-hard": f"{ENVS_PACKAGE}.synthetic_hard",
+    "locomo": f"{ENVS_PACKAGE}.locomo",
+    "longmemeval": f"{ENVS_PACKAGE}.longmemeval",
 }
-"""Env name -> module under `envs/` that defines `SPEC: EnvSpec`. Adding an env is one line here."""
+"""Env name -> module of `envs/` (imported as `memora_rl_envs.<file>`) that defines `SPEC: EnvSpec`.
+
+Adding an env is a file in `envs/` and one line here.
+"""
 
 
 def list_envs() -> list[str]:

@@ -2,15 +2,56 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from memora_rl.data.records import Corpus
-from memora_rl.env.registry import graph_cache_path, resolve_env_spec, select_conversations
+from memora_rl.env.registry import (
+    ENV_MODULES,
+    ENVS_PACKAGE,
+    get_env_spec,
+    graph_cache_path,
+    resolve_env_spec,
+    select_conversations,
+)
 from memora_rl.env.sources import LOCOMO_ENV_VAR, resolve_data_path
 from memora_rl.env.spec import LocomoSource, LongMemEvalSource, SplitSpec
 from memora_rl.errors import ConfigError, DataError
+
+ENVS_DIR = Path(__file__).resolve().parents[2] / "envs"
+
+
+def test_every_file_in_envs_is_registered_and_loads_under_the_project_name() -> None:
+    files = sorted(path.stem for path in ENVS_DIR.glob("*.py") if path.stem != "__init__")
+    assert ENVS_PACKAGE == "memora_rl_envs"
+    assert sorted(ENV_MODULES.values()) == sorted(f"{ENVS_PACKAGE}.{stem}" for stem in files)
+    for name, module_name in ENV_MODULES.items():
+        spec = get_env_spec(name)
+        module = sys.modules[module_name]
+        assert Path(module.__file__ or "") == ENVS_DIR / f"{module_name.rpartition('.')[2]}.py"
+        assert spec is module.SPEC and spec.name == name
+
+
+def test_envs_folder_imports_as_memora_rl_envs_and_not_as_envs(tmp_path: Path) -> None:
+    script = (
+        "import importlib.util, memora_rl_envs\n"
+        "from memora_rl_envs import synthetic_hard  # noqa: F401\n"
+        "print(memora_rl_envs.__path__[0])\n"
+        "found = importlib.util.find_spec('envs')\n"
+        "print(list(found.submodule_search_locations or []) if found else [])\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    package_path, envs_paths = result.stdout.splitlines()
+    assert Path(package_path) == ENVS_DIR
+    assert str(ENVS_DIR) not in envs_paths  # a bare `import envs` never reaches the project's folder
 
 
 def test_overrides_reach_any_spec_field() -> None:
