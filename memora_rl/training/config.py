@@ -70,7 +70,9 @@ class GRPOSettings(StrictModel):
     importance_sampling_clip: float = Field(2.0, gt=1.0)
     """Upper bound of the importance ratio (TRL's `vllm_importance_sampling_clip_max`)."""
     scale_rewards: Literal["group", "batch", "none"] = "group"
-    """Advantage scaling: divide by the group std (`group`), the batch std (`batch`) or not at all (`none`)."""
+    """Advantage scaling: divide by the group std (`group`), the batch std (`batch`) or not at all (`none`).
+    Multi-turn retrieval presets use `none`: dividing by a group's std turns a small budget cost into a
+    unit-size advantage, and on synthetic-hard it taught a warm-started policy to stop at once."""
 
     @model_validator(mode="after")
     def _check_groups(self) -> GRPOSettings:
