@@ -41,6 +41,7 @@ class TwoStepEnv:
     """Ends after two actions and returns a minimal trajectory (no store, no judge: only the runner is timed)."""
 
     last_search_s = 0.0
+    config = None  # the default chat opener
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
         """Start an episode on `options["task"]`."""

@@ -22,7 +22,7 @@ from memora_rl.core.trajectory import Trajectory
 from memora_rl.data.records import Task
 from memora_rl.errors import MemoraError, RolloutError
 from memora_rl.policy.base import Message, Policy
-from memora_rl.policy.render import chat_opener
+from memora_rl.policy.render import PromptFormat, chat_opener
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,9 @@ DEFAULT_MAX_TURNS = 256
 
 class EpisodeEnv(Protocol):
     """The slice of `memora_rl.env.RetrievalEnv` the runner uses (Gymnasium's reset/step contract)."""
+
+    config: PromptFormat | None
+    """The env's layout and few-shot choice, which open the policy's chat (None: the defaults)."""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, Any]:
         """Start an episode on `options["task"]`."""
@@ -90,7 +93,7 @@ async def play_episode(
     observation, info = env.reset(seed=seed, options={"task": task})
     env_s += time.perf_counter() - tick
     search_s = _add_search_time(search_s, env)
-    messages = chat_opener(getattr(env, "config", None))(observation)  # the env's layout and few-shot choice
+    messages = chat_opener(env.config)(observation)
     for _ in range(max_turns):
         tick = time.perf_counter()
         action = await policy.act(messages, dict(info))

@@ -45,6 +45,7 @@ class ScriptedEnv:
         self.never_ends = never_ends
         self.seeds: list[int | None] = []
         self.last_search_s = 0.0
+        self.config = None  # the default chat opener
 
     def reset(self, *, seed=None, options=None):
         self.seeds.append(seed)
