@@ -14,6 +14,7 @@ from rich.table import Table
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from memora_rl.training.rollout import Episode, EpisodePlayer
+from memora_rl.training.tracking import MetricSink
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +24,8 @@ RUN_FILES = ("config.yaml", "data_split.json")
 
 def metric_name(key: str) -> str:
     """Namespace a TRL log key: `rewards/<n>/mean` -> `reward/<n>`, bare keys -> `train/<key>`.
+
+    The one name a metric has, in `metrics.jsonl` and in wandb alike (`memora_rl.training.tracking`).
 
     >>> metric_name("rewards/cost/mean"), metric_name("loss"), metric_name("completions/mean_length")
     ('reward/cost', 'train/loss', 'rollout/mean_length')
@@ -42,12 +45,18 @@ def append_jsonl(path: Path, record: dict[str, Any]) -> None:
 
 
 class MetricsWriter(TrainerCallback):
-    """Writes every trainer log as one line of `metrics.jsonl`, plus step and rollout timings."""
+    """Writes every trainer log as one line of `metrics.jsonl`, plus step and rollout timings.
 
-    def __init__(self, path: Path, player: EpisodePlayer, sync: Any | None = None) -> None:
+    The same record, under the same keys, goes to `sink` (the run's wandb run) when there is one.
+    """
+
+    def __init__(
+        self, path: Path, player: EpisodePlayer, sync: Any | None = None, sink: MetricSink | None = None
+    ) -> None:
         self.path = path
         self.player = player
         self.sync = sync
+        self.sink = sink
         self._last_time = time.perf_counter()
         self._last_generation_s = 0.0
         self._last_env_s = 0.0
@@ -72,6 +81,8 @@ class MetricsWriter(TrainerCallback):
         self._last_time, self._last_generation_s, self._last_env_s = now, self.player.generation_s, self.player.env_s
         record.update({metric_name(key): value for key, value in logs.items()})
         append_jsonl(self.path, record)
+        if self.sink is not None:
+            self.sink.log({key: value for key, value in record.items() if key != "step"}, step=state.global_step)
 
 
 class CheckpointExtras(TrainerCallback):

@@ -4,7 +4,7 @@ The env's judge already scored each finished episode (`info["reward_components"]
 rollout hands those dicts to the trainer as the `reward_components` column. Each reward
 function below reads one component, and `GRPOConfig.reward_weights` carries the judge's
 signed weights, so the weighted sum TRL optimises equals the judge's total J. Components
-with weight 0 are only logged (`rewards/<name>/mean` in TRL, `reward/<name>` in metrics.jsonl).
+with weight 0 are only logged (TRL says `rewards/<name>/mean`; metrics.jsonl and wandb say `reward/<name>`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`run(config)`: one GRPO training run, end to end (env, policy, server, trainer, outputs).
 
 Outputs under `checkpoints/<run>/`: `config.yaml` (resolved), `data_split.json`, `metrics.jsonl`,
-`samples.jsonl`, `data_order.jsonl`, `checkpoint-<step>/` (adapter, optimizer, scheduler,
-trainer state, RNG, config, split) and `final/` (the trained adapter and tokenizer).
+`samples.jsonl`, `data_order.jsonl`, `wandb_id` and `wandb/` (unless wandb is disabled),
+`checkpoint-<step>/` (adapter, optimizer, scheduler, trainer state, RNG, config, split) and
+`final/` (the trained adapter and tokenizer).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from memora_rl.training.importance import enable_rollout_importance_sampling
 from memora_rl.training.rewards import judge_weights, make_component_rewards
 from memora_rl.training.rollout import EpisodePlayer, GRPORollout, RolloutSettings, end_of_turn_ids
 from memora_rl.training.sync import AdapterSync
+from memora_rl.training.tracking import wandb_run
 from memora_rl.training.trainer import build_grpo_config, build_policy, build_trainer, resolve_device, tasks_dataset
 
 logger = logging.getLogger(__name__)
@@ -171,7 +173,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     player = EpisodePlayer(tokenizer, chat_opener(env.config), limits)
     stop_ids = end_of_turn_ids(tokenizer, player.turn_format)
     server = vllm_server(config) if config.backend == "vllm" else contextlib.nullcontext(None)
-    with server as server_url:
+    with server as server_url, wandb_run(config) as sink:
         generator: Generator
         trainer_callbacks: list[Any] = [CheckpointExtras(config.output_dir)]
         sync = None
@@ -191,7 +193,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
             trainer_callbacks.append(sync)
         else:
             generator = TransformersGenerator(base_model, tokenizer, stop_ids)  # re-pointed at the peft model below
-        trainer_callbacks.append(MetricsWriter(config.output_dir / "metrics.jsonl", player, sync))
+        trainer_callbacks.append(MetricsWriter(config.output_dir / "metrics.jsonl", player, sync, sink))
         recorder = BatchRecorder(config.output_dir, config.logging.samples_per_step, config.logging.sample_every)
         rollout = GRPORollout(player, generator, task_by_prompt, env_factory, on_batch=recorder)
         args = build_grpo_config(config, reward_weights, device)

@@ -6,7 +6,6 @@ import logging
 import os
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memora_rl.data.records import Task
@@ -125,26 +124,6 @@ def build_policy(config: TrainConfig, device: str) -> tuple[Any, Any, LoraConfig
     return base, tokenizer, lora
 
 
-def wandb_report_to(config: TrainConfig) -> list[str]:
-    """`report_to` for TRL; sets WANDB_MODE=offline unless the user is logged in (mode `auto`)."""
-    mode = config.logging.wandb
-    if mode == "disabled":
-        return []
-    if mode == "auto":
-        logged_in = bool(os.environ.get("WANDB_API_KEY")) or "api.wandb.ai" in _netrc_text()
-        mode = "online" if logged_in else "offline"
-    os.environ.setdefault("WANDB_MODE", mode)
-    os.environ.setdefault("WANDB_PROJECT", config.logging.wandb_project)
-    os.environ.setdefault("WANDB_DIR", str(config.output_dir))
-    return ["wandb"]
-
-
-def _netrc_text() -> str:
-    """Contents of ~/.netrc (where `wandb login` stores the key), or ''."""
-    path = Path.home() / ".netrc"
-    return path.read_text() if path.is_file() else ""
-
-
 def build_grpo_config(
     config: TrainConfig, reward_weights: list[float], device: str, step: StepSettings | None = None
 ) -> GRPOConfig:
@@ -194,7 +173,7 @@ def build_grpo_config(
         save_strategy="steps",
         save_steps=config.save_steps,
         save_total_limit=config.save_total_limit,
-        report_to=wandb_report_to(config),
+        report_to=[],  # the run's wandb run is ours and logs metrics.jsonl's keys (training/tracking.py)
         dataloader_num_workers=0,
         remove_unused_columns=False,
         disable_tqdm=True,

@@ -146,16 +146,37 @@ class _KillAfterFirstCheckpoint(TrainerCallback):
 
 @pytest.mark.slow
 def test_resume_reaches_the_same_step_with_the_same_data_order(transformers_run, tmp_path):
+    """Killed after checkpoint-1 and resumed: same steps, data order and wandb run; wandb gets metrics.jsonl's keys."""
+    from wandb.sdk.wandb_run import Run
+
     from memora_rl.training.run import run
 
-    config = tiny_config(tmp_path, "backend=transformers", "run_name=resumed")
-    with pytest.raises(_Interrupt):
-        run(config, callbacks=[_KillAfterFirstCheckpoint()])
-    assert (config.output_dir / "checkpoint-1").is_dir() and not (config.output_dir / "final").exists()
-    result = run(config.model_copy(update={"resume": True}))
+    logged: list[tuple[int | None, dict[str, Any]]] = []
+    original_log = Run.log
+
+    def spy(self: Run, data: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        logged.append((step, dict(data)))
+        original_log(self, data, step=step, **kwargs)
+
+    config = tiny_config(tmp_path, "backend=transformers", "run_name=resumed", "logging.wandb=offline")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Run, "log", spy)
+        with pytest.raises(_Interrupt):
+            run(config, callbacks=[_KillAfterFirstCheckpoint()])
+        assert (config.output_dir / "checkpoint-1").is_dir() and not (config.output_dir / "final").exists()
+        wandb_id = (config.output_dir / "wandb_id").read_text().strip()
+        result = run(config.model_copy(update={"resume": True}))
     assert result.final_step == 2
+    assert (config.output_dir / "wandb_id").read_text().strip() == wandb_id  # one wandb run across the resume
+    offline_runs = sorted((config.output_dir / "wandb").glob("offline-run-*"))
+    assert len(offline_runs) == 2 and all(path.name.endswith(wandb_id) for path in offline_runs)
+    jsonl = read_jsonl(result.metrics_path)
+    assert [step for step, _ in logged] == [r["step"] for r in jsonl] == [1, 2]
+    for (_, data), record in zip(logged, jsonl, strict=True):
+        assert data == {key: value for key, value in record.items() if key != "step"}  # one name per metric
+        assert "reward/total" in data and "train/loss" in data and not any(k.startswith("rewards/") for k in data)
     assert data_order(result.run_dir) == data_order(transformers_run.run_dir)
-    resumed, straight = read_jsonl(result.metrics_path), read_jsonl(transformers_run.metrics_path)
+    resumed, straight = jsonl, read_jsonl(transformers_run.metrics_path)
     assert [r["step"] for r in resumed] == [1, 2]
     # step 1 moved the adapter away from the reference; a resume that lost it would show KL == 0 again
     assert straight[0]["train/grad_norm"] > 0 and straight[1]["train/kl"] > 0
