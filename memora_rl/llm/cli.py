@@ -6,13 +6,15 @@ import signal
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from memora_rl.cli_options import config_option, given
 from memora_rl.errors import ConfigError, ServerError
+from memora_rl.llm.server import ServerConfig
 
 console = Console()
 
@@ -61,39 +63,40 @@ def parse_lora_spec(spec: str) -> tuple[str, Path]:
 
 
 def serve(
-    model: Annotated[str, typer.Option("--model", help="Registry name, local model folder or hub id.")],
+    model: Annotated[str | None, config_option(ServerConfig, "model")] = None,
     lora: Annotated[list[str] | None, typer.Option("--lora", help="Adapter to load at start, as name=path.")] = None,
-    port: Annotated[int | None, typer.Option("--port", help="Port on 127.0.0.1 (default: a free one).")] = None,
-    dtype: Annotated[str, typer.Option("--dtype", help="auto | bfloat16 | float16 | float32.")] = "auto",
-    served_name: Annotated[
-        str | None, typer.Option("--served-name", help="Name clients use (default: --model).")
-    ] = None,
-    max_lora_rank: Annotated[int, typer.Option("--max-lora-rank", help="Largest LoRA rank accepted.")] = 16,
-    max_model_len: Annotated[int, typer.Option("--max-model-len", help="Longest prompt + completion.")] = 2048,
-    log_path: Annotated[Path | None, typer.Option("--log", help="Server log file (default: in the cache).")] = None,
+    port: Annotated[int | None, config_option(ServerConfig, "port")] = None,
+    dtype: Annotated[str | None, config_option(ServerConfig, "dtype")] = None,
+    served_name: Annotated[str | None, config_option(ServerConfig, "served_name")] = None,
+    max_lora_rank: Annotated[int | None, config_option(ServerConfig, "max_lora_rank")] = None,
+    max_model_len: Annotated[int | None, config_option(ServerConfig, "max_model_len")] = None,
+    log_path: Annotated[Path | None, config_option(ServerConfig, "log_path", "--log")] = None,
     startup_timeout_s: Annotated[
-        float, typer.Option("--startup-timeout", help="Seconds to wait for readiness.")
-    ] = 300.0,
+        float | None, config_option(ServerConfig, "startup_timeout_s", "--startup-timeout")
+    ] = None,
 ) -> None:
     """Serve a model with vLLM (OpenAI-compatible, runtime LoRA on) until Ctrl-C."""
     from pydantic import ValidationError
 
-    from memora_rl.llm.server import ServerConfig, VLLMServer, load_lora_adapter
+    from memora_rl.llm.server import VLLMServer, load_lora_adapter
 
     adapters = [parse_lora_spec(spec) for spec in lora or []]
+    options = given(
+        model=model,
+        served_name=served_name,
+        port=port,
+        dtype=dtype,
+        max_lora_rank=max_lora_rank,
+        max_model_len=max_model_len,
+        log_path=log_path,
+        startup_timeout_s=startup_timeout_s,
+    )
     try:
-        config = ServerConfig(
-            model=model,
-            served_name=served_name,
-            port=port,
-            dtype=_dtype(dtype),
-            max_lora_rank=max_lora_rank,
-            max_model_len=max_model_len,
-            log_path=log_path,
-            startup_timeout_s=startup_timeout_s,
-        )
+        config = ServerConfig(**options)
     except ValidationError as error:
-        raise ConfigError(f"Invalid serve options: {error.errors()[0]['msg']}") from error
+        problem = error.errors()[0]
+        field = str(problem["loc"][0]).replace("_", "-") if problem["loc"] else "options"
+        raise ConfigError(f"Invalid serve option --{field}: {problem['msg']}.") from error
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     server = VLLMServer(config)
     try:
@@ -109,14 +112,6 @@ def serve(
         console.print("Stopping the server.")
     finally:
         server.stop()
-
-
-def _dtype(value: str) -> Literal["auto", "bfloat16", "float16", "float32"]:
-    """Check a --dtype value, raising ConfigError that lists the allowed ones."""
-    allowed = ("auto", "bfloat16", "float16", "float32")
-    if value not in allowed:
-        raise ConfigError(f"--dtype {value!r} is not one of {', '.join(allowed)}.")
-    return value  # type: ignore[return-value]
 
 
 def _raise_keyboard_interrupt(signum: int, frame: FrameType | None) -> None:

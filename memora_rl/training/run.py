@@ -18,7 +18,7 @@ from typing import Any
 
 from memora_rl.config import dump_config
 from memora_rl.errors import ConfigError
-from memora_rl.llm.server import base_model_name
+from memora_rl.llm.server import ServerConfig, base_model_name
 from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
 from memora_rl.training.config import TrainConfig
 from memora_rl.training.generation import Generator, TransformersGenerator, VLLMGenerator
@@ -101,17 +101,27 @@ def _load_env(config: TrainConfig, tokenizer: Any) -> tuple[Any, list[Any], Any]
     return env, tasks, factory
 
 
+def rollout_server_config(config: TrainConfig) -> ServerConfig:
+    """The server a run starts for its rollouts: `config.server` serving the policy's base model.
+
+    Its LoRA rank fits the adapter, and on CUDA it leaves the trainer room (`TRAINER_GPU_SHARE`).
+    """
+    from memora_rl.llm.server import TRAINER_GPU_SHARE, served_lora_rank
+
+    server = config.server
+    return server.model_copy(
+        update={
+            "model": config.model,
+            "max_lora_rank": max(server.max_lora_rank, served_lora_rank(config.lora.r)),
+            "gpu_memory_utilization": server.gpu_memory_utilization or TRAINER_GPU_SHARE,
+        }
+    )
+
+
 @contextlib.contextmanager
 def vllm_server(config: TrainConfig) -> Iterator[str]:
     """Yield the `/v1` URL of the rollout server: the configured one, or one started (and stopped) for this run."""
-    from memora_rl.llm.server import (
-        ServerConfig,
-        VLLMServer,
-        attach,
-        cuda_available,
-        served_lora_rank,
-        serves_weights_of,
-    )
+    from memora_rl.llm.server import VLLMServer, attach, serves_weights_of
 
     if config.server.url is not None:
         endpoint = attach(config.server.url)
@@ -124,16 +134,7 @@ def vllm_server(config: TrainConfig) -> Iterator[str]:
             )
         yield endpoint.base_url
         return
-    extra = ["--gpu-memory-utilization", f"{config.server.gpu_memory_utilization:g}"] if cuda_available() else []
-    server_config = ServerConfig(
-        model=config.model,
-        port=config.server.port,
-        dtype=config.server.dtype,
-        max_model_len=config.server.max_model_len,
-        max_lora_rank=served_lora_rank(config.lora.r),
-        extra_args=extra,
-    )
-    with VLLMServer(server_config) as server:
+    with VLLMServer(rollout_server_config(config)) as server:
         yield server.base_url
 
 
@@ -182,7 +183,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
                 server_url,
                 base_model_name(server_url),
                 stop_ids,
-                config.server.timeout_s,
+                config.server.request_timeout_s,
                 config.server.max_concurrency,
                 seed=config.seed,
             )

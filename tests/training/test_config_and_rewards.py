@@ -44,7 +44,7 @@ def test_cpu_presets_and_the_gpu_one():
         ("grpo.max_new_tokens=999", "exceeds max_completion_tokens"),
         ("backend=tensorrt", "backend"),
         ("grpo.unknown=1", "Extra inputs"),
-        ("server.start=false", "backend=vllm needs server.url"),
+        ("server.model=other-model", "always serves the policy's base model"),
         ("env=nope", "nope"),
         ("split=tset", "split"),
     ],
@@ -94,6 +94,21 @@ def test_missing_component_is_an_error_not_a_zero():
 def test_all_zero_weights_are_rejected():
     with pytest.raises(ConfigError, match="non-zero"):
         make_component_rewards({"correctness": 0.0})
+
+
+def test_the_rollout_server_is_the_server_section_serving_the_policy(tmp_path):
+    """One server config: the run's `server` section, with the policy's model and a LoRA rank that fits."""
+    from memora_rl.llm.server import TRAINER_GPU_SHARE, VLLMServer
+    from memora_rl.training.run import rollout_server_config
+
+    config = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml", ["model=/models/warm", "lora.r=32"])
+    server = rollout_server_config(config)
+    assert (server.model, server.max_lora_rank, server.dtype) == ("/models/warm", 32, "float32")
+    assert server.max_model_len == config.server.max_model_len == 4096
+    assert server.gpu_memory_utilization == TRAINER_GPU_SHARE
+    command = VLLMServer(server).command("/models/warm", on_cuda=True)
+    assert command[command.index("--gpu-memory-utilization") + 1] == f"{TRAINER_GPU_SHARE:g}"
+    assert "--gpu-memory-utilization" not in VLLMServer(server).command("/models/warm", on_cuda=False)
 
 
 def test_metric_names_are_namespaced():
