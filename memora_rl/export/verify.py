@@ -1,8 +1,10 @@
 """Check an export before publishing it: load it with transformers or vLLM and play one env step.
 
-A check fails with `ExportError` when the weights do not load or the env step raises; the
-action the policy writes is recorded (a tiny policy may write an invalid action, which the
-env handles: that is a property of the policy, not a broken export).
+A check fails with `ExportError` when the weights do not load, the env step raises, or two
+loads of the same weights (adapter, merged, transformers, vLLM) write different greedy actions
+where the adapter's own next-token choice was not a numerical tie. The action the policy writes
+is recorded (a tiny policy may write an invalid action, which the env handles: that is a
+property of the policy, not a broken export).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ DEFAULT_VERIFY_ENV = "synthetic"
 ADAPTER_CHECK_NAME = "export-check"
 VERIFY_NEW_TOKENS = 48
 """Token limit of the checked action (one JSON action is 10-30 tokens)."""
+TIE_GAP_NATS = 0.01
+"""Two greedy actions may part where the adapter's top two tokens are closer than this (float32 rounding)."""
 
 
 def first_step_fixture(
@@ -91,7 +95,6 @@ def verify_transformers(export: Export, env_name: str, overrides: Sequence[str] 
         records.append(
             _step_record("transformers", weights, lambda m, i, g=generate: g(m), env_name, tokenizer, overrides)
         )
-    _warn_if_texts_differ(records)
     return records
 
 
@@ -150,15 +153,65 @@ def verify_vllm(
         with _server(merged, "export-merged", None, rank) as server:
             chat = _served_chat(server.base_url, server.model)
             records.append(_step_record("vllm", "merged", chat, env_name, tokenizer, overrides))
-    _warn_if_texts_differ(records)
     return records
 
 
-def _warn_if_texts_differ(records: list[VerificationRecord]) -> None:
-    """Log when two ways of loading the same weights wrote different greedy actions."""
-    texts = {record.action_text.strip() for record in records}
-    if len(texts) > 1:
-        logger.warning("Greedy actions differ across loads: %s", [(r.weights, r.action_text) for r in records])
+def divergence_gap(model: Any, tokenizer: Any, messages: list[dict[str, str]], reference: str, other: str) -> float:
+    """Nats by which `model` prefers `reference`'s token over `other`'s where the two texts first part.
+
+    Both texts are continuations of `messages`; a text that ends first parts with end-of-sequence.
+    """
+    import torch
+
+    ref_ids, other_ids = (tokenizer(text, add_special_tokens=False)["input_ids"] for text in (reference, other))
+    common = next((i for i, (a, b) in enumerate(zip(ref_ids, other_ids, strict=False)) if a != b), None)
+    common = min(len(ref_ids), len(other_ids)) if common is None else common
+    end = tokenizer.eos_token_id
+    ref_token, other_token = (ids[common] if common < len(ids) else end for ids in (ref_ids, other_ids))
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+    ids = torch.tensor([list(prompt["input_ids"]) + ref_ids[:common]])
+    with torch.inference_mode():
+        logprobs = model(input_ids=ids).logits[0, -1].float().log_softmax(-1)
+    return float(logprobs[ref_token] - logprobs[other_token])
+
+
+def check_agreement(
+    records: list[VerificationRecord], export: Export, env_name: str, overrides: Sequence[str] = ()
+) -> None:
+    """Raise ExportError when a load wrote another greedy action than the transformers adapter (`records[0]`).
+
+    Greedy decoding may part at a numerical tie (the adapter's top two tokens within `TIE_GAP_NATS`):
+    that is logged, not raised. Anything else means the merged weights or the served adapter are not
+    the trained policy.
+    """
+    if len(records) < 2:
+        return
+    reference = records[0]
+    differing = [r for r in records[1:] if r.action_text.strip() != reference.action_text.strip()]
+    if not differing:
+        return
+    from memora_rl.llm.registry import load_tokenizer
+
+    tokenizer = load_tokenizer(str(export.path))
+    model = load_export_model(export, merged=False)
+    _, messages, _ = first_step_fixture(env_name, tokenizer, overrides)
+    for record in differing:
+        gap = divergence_gap(model, tokenizer, messages, reference.action_text, record.action_text)
+        if gap > TIE_GAP_NATS:
+            raise ExportError(
+                f"The {record.backend} {record.weights} weights of {export.path} wrote {record.action_text!r}, "
+                f"the transformers adapter {reference.action_text!r}; where they part the adapter prefers its token "
+                f"by {gap:.3f} nats, not a tie: these weights are not the trained policy. Re-export with --force "
+                "(and check the base model the run names), or pass --verify none to skip the check."
+            )
+        logger.warning(
+            "%s %s parts from the adapter's greedy action at a tie (%.4f nats): %r vs %r",
+            record.backend,
+            record.weights,
+            gap,
+            record.action_text,
+            reference.action_text,
+        )
 
 
 def verify_export(
@@ -175,4 +228,5 @@ def verify_export(
     records = verify_transformers(export, env, overrides)
     if mode == "vllm":
         records += verify_vllm(export, env, base_url, overrides)
+    check_agreement(records, export, env, overrides)
     return records

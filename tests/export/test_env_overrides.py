@@ -33,7 +33,12 @@ def test_manifest_and_card_carry_the_runs_env_overrides(tmp_path):
 def test_the_one_step_check_plays_the_runs_env_settings(tmp_path, monkeypatch):
     export = Export(tmp_path, manifest_of(tmp_path, {"env": "synthetic", "env_overrides": OVERRIDES}))
     calls = []
-    monkeypatch.setattr(verify, "verify_transformers", lambda e, env, overrides=(): calls.append((env, overrides)))
+
+    def fake_check(export: Export, env: str, overrides: list[str] = ()) -> list:
+        calls.append((env, overrides))
+        return []
+
+    monkeypatch.setattr(verify, "verify_transformers", fake_check)
     verify.verify_export(export, "transformers")
     verify.verify_export(export, "transformers", env_name="locomo")
     assert calls == [("synthetic", OVERRIDES), ("locomo", [])]
