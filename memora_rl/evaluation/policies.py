@@ -125,15 +125,17 @@ def make_graph_policy(
         from memora_rl.policy.baselines import CostModel, make_baseline
 
         return make_baseline(spec.target, seed=seed, costs=CostModel.from_env_config(env_config)), None
-    if spec.kind == "prompted":
-        return _prompted_policy(spec, base_url, max_new_tokens)
-    if spec.kind == "export":
-        return _export_policy(spec, base_url, max_new_tokens)
+    if spec.kind in ("prompted", "export"):
+        make = _prompted_policy if spec.kind == "prompted" else _export_policy
+        policy, tokenizer, served_name = make(spec, base_url, max_new_tokens)
+        if base_url is not None and served_name is not None:
+            warn_if_context_short(base_url, served_name, env_config, tokenizer, max_new_tokens)
+        return policy, tokenizer
     raise EvalError(f"Policy {spec.name!r} is a context baseline: it does not walk the graph.")
 
 
-def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any]:
-    """A zero-shot LLM policy on a server (served name) or in-process (registry name or folder)."""
+def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any, str | None]:
+    """A zero-shot LLM policy on a server or in-process (registry name or folder); with the served name, if any."""
     from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
 
     if base_url is None:
@@ -141,7 +143,7 @@ def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int
             backend="transformers", model=spec.target, max_new_tokens=max_new_tokens, dtype="float32", name=spec.name
         )
         policy = make_llm_policy(config)
-        return policy, policy.tokenizer  # type: ignore[attr-defined]
+        return policy, policy.tokenizer, None  # type: ignore[attr-defined]
     from memora_rl.llm.server import list_served_models
 
     served = list_served_models(base_url)
@@ -152,7 +154,30 @@ def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int
     config = LLMPolicyConfig(
         backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
     )
-    return make_llm_policy(config), _served_tokenizer(str(match.get("root") or spec.target))
+    return make_llm_policy(config), _served_tokenizer(str(match.get("root") or spec.target)), spec.target
+
+
+def warn_if_context_short(
+    base_url: str, served_name: str, env_config: EnvConfig, tokenizer: Any, max_new_tokens: int
+) -> None:
+    """Warn before playing when the server cannot hold the env's longest chat (vLLM lists `max_model_len`).
+
+    An episode that outgrows the server fails at that step; saying so up front names the real cause.
+    """
+    from memora_rl.llm.server import list_served_models
+    from memora_rl.policy.render import chat_token_bound
+
+    entry = next((m for m in list_served_models(base_url) if m["id"] == served_name), None)
+    limit = int((entry or {}).get("max_model_len") or 0)
+    needed = chat_token_bound(env_config, tokenizer, max_new_tokens)
+    if limit and needed > limit:
+        logger.warning(
+            "The server at %s holds %d tokens (max_model_len), but an episode's chat can reach %d (the opener, then "
+            "%d steps of an observation of up to %d tokens and an action of up to %d): long episodes will fail. "
+            "Restart it with `--max-model-len %d`, or play fewer steps (--set env.max_steps=N).",
+            base_url, limit, needed, env_config.max_steps, env_config.max_prompt_tokens, max_new_tokens,
+            -(-needed // 1024) * 1024,
+        )  # fmt: skip
 
 
 def _served_tokenizer(root: str) -> Any:
@@ -167,8 +192,8 @@ def _served_tokenizer(root: str) -> Any:
         return load_tokenizer(FALLBACK_TOKENIZER)
 
 
-def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any]:
-    """An exported policy: its adapter hot-loaded into the server, or base + adapter in transformers."""
+def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any, str | None]:
+    """An exported policy: its adapter hot-loaded into the server (and its served name), or in transformers."""
     from memora_rl.llm.registry import load_tokenizer
     from memora_rl.policy.export_folder import load_export, load_export_model
     from memora_rl.policy.llm_policy import LLMPolicyConfig, TransformersPolicy, make_llm_policy
@@ -177,7 +202,7 @@ def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) 
     tokenizer = load_tokenizer(str(export.path))
     if base_url is None:
         model = load_export_model(export, merged=export.has_merged)
-        return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer
+        return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer, None
     from memora_rl.llm.server import load_lora_adapter, serves_weights_of
 
     base = export.manifest.base_model
@@ -192,7 +217,7 @@ def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) 
     config = LLMPolicyConfig(
         backend="server", model=adapter_name, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
     )
-    return make_llm_policy(config), tokenizer
+    return make_llm_policy(config), tokenizer, adapter_name
 
 
 def token_counter(tokenizer: Any) -> Callable[[str], int]:

@@ -63,8 +63,18 @@ def backoff_delay(attempt: int, base_s: float, max_s: float, rng: random.Random 
     return (rng or random).uniform(0.0, ceiling)
 
 
-def fix_hint(status: int | None) -> str:
-    """What the user can do about a failed request, by HTTP status (None = no HTTP response)."""
+def fix_hint(status: int | None, detail: str = "") -> str:
+    """What the user can do about a failed request, by HTTP status (None = no HTTP response) and reply.
+
+    >>> fix_hint(400, "This model's maximum context length is 2048 tokens.")[:48]
+    'The prompt and max_tokens do not fit the served '
+    """
+    if status == 400 and "context length" in detail.lower():
+        return (
+            "The prompt and max_tokens do not fit the served model's context (the server's max_model_len): "
+            "a multi-step chat grows with every observation. Restart the server with a larger --max-model-len "
+            "(`memora-rl serve --max-model-len 8192`), or shorten the chat (fewer env steps: --set env.max_steps=3)."
+        )
     if status is None:
         return (
             "Is a server running at base_url? Start one (e.g. `memora-rl serve --model smollm2-135m-instruct "
@@ -410,5 +420,5 @@ class LLMClient:
         outcome = f"HTTP {status}" if status is not None else "no HTTP response"
         return LLMError(
             f"LLM request to {self.url} (model {self.config.model!r}) failed after {attempts} attempt(s): "
-            f"{outcome}: {detail.strip() or '<empty body>'}. {fix_hint(status)}"
+            f"{outcome}: {detail.strip() or '<empty body>'}. {fix_hint(status, detail)}"
         )

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache, partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memora_rl.core import prompts
 from memora_rl.core.parse import format_action
 from memora_rl.core.render import render_observation
+
+if TYPE_CHECKING:
+    from memora_rl.env.config import EnvConfig
+
+TURN_OVERHEAD_TOKENS = 8
+"""Chat-template tokens around one turn (role markers, end of turn), counted generously."""
 
 
 @cache
@@ -64,3 +70,14 @@ def chat_opener(prompt: PromptFormat | None = None) -> Callable[[str], list[dict
     if prompt is None:
         return initial_messages
     return partial(initial_messages, compact=prompt.compact, few_shot=prompt.few_shot)
+
+
+def chat_token_bound(config: EnvConfig, tokenizer: Any, max_new_tokens: int) -> int:
+    """Most tokens an episode's chat can reach: the opener, then `max_steps` full observations and actions.
+
+    A server must hold this many (its `max_model_len`) to play every episode of the env to the end.
+    """
+    messages = chat_opener(config)("")
+    opener = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+    per_step = config.max_prompt_tokens + max_new_tokens + 2 * TURN_OVERHEAD_TOKENS
+    return len(opener["input_ids"]) + config.max_steps * per_step

@@ -1,0 +1,43 @@
+"""A prompted policy against a server too short for the env's chat: warned before playing, and a failing
+request names the real cause (the server's context length), not `max_tokens` or `response_format`."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from memora_rl.env.config import EnvConfig
+from memora_rl.errors import LLMError
+from memora_rl.evaluation.policies import make_graph_policy, parse_policy_spec
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_server_shorter_than_the_envs_chat_is_named_before_playing(vllm_server, caplog):
+    """The session server holds 2048 tokens; six steps of 512-token observations need about 4k."""
+    spec = parse_policy_spec(f"prompted:{vllm_server.model}")
+    with caplog.at_level(logging.WARNING, logger="memora_rl.evaluation.policies"):
+        make_graph_policy(spec, EnvConfig(), base_url=vllm_server.base_url)
+    warning = " ".join(record.getMessage() for record in caplog.records)
+    assert "holds 2048 tokens (max_model_len)" in warning and "--max-model-len 4096" in warning
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="memora_rl.evaluation.policies"):
+        make_graph_policy(spec, EnvConfig(max_steps=1), base_url=vllm_server.base_url)  # ~1.3k tokens: fits
+    assert not caplog.records
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_chat_past_the_servers_context_fails_naming_max_model_len(vllm_server):
+    """A real over-long request: the error says the prompt outgrew max_model_len and how to fix it."""
+    from memora_rl.llm.client import LLMClient, LLMConfig
+
+    client = LLMClient(LLMConfig(base_url=vllm_server.base_url, model=vllm_server.model, cache=False, max_retries=0))
+    long_chat = [{"role": "user", "content": "memory " * 2100}]  # over 2048 tokens on its own
+    with pytest.raises(LLMError) as error:
+        client.chat_sync(long_chat, phase="test/context", max_tokens=16)
+    message = str(error.value)
+    assert "HTTP 400" in message and "do not fit the served model's context" in message
+    assert "--max-model-len" in message and "use_response_format" not in message  # the old hint blamed that
