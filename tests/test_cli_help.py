@@ -32,6 +32,7 @@ EVAL_OPTION_FIELDS = [
     "answerer_model",
     "judge_model",
     "concurrency",
+    "latency_questions",
     "seed",
     "restart",
     "env_overrides",
@@ -109,7 +110,8 @@ def test_unset_eval_options_take_the_config_defaults(monkeypatch):
     monkeypatch.setattr("memora_rl.evaluation.offline.run_eval", fake_run_eval)
     monkeypatch.delenv("MEMORA_RL_VLLM_URL", raising=False)
     CliRunner().invoke(app, ["eval", "--env", "synthetic", "--policy", "heuristic"])
-    options = "--split validation --limit 5 --concurrency 3 --seed 2 --restart --set env.budget=4 --set env.max_steps=5"
+    options = "--split validation --limit 5 --concurrency 3 --latency-questions 2 --seed 2 --restart"
+    options += " --set env.budget=4 --set env.max_steps=5"
     CliRunner().invoke(app, ["eval", "--env", "synthetic", "--policy", "heuristic", *options.split()])
     assert seen[0] == EvalConfig(env="synthetic", policy="heuristic")
     assert seen[1] == EvalConfig(
@@ -118,6 +120,7 @@ def test_unset_eval_options_take_the_config_defaults(monkeypatch):
         split="validation",
         limit=5,
         concurrency=3,
+        latency_questions=2,
         seed=2,
         restart=True,
         env_overrides=["env.budget=4", "env.max_steps=5"],

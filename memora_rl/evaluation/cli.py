@@ -36,6 +36,7 @@ def evaluate(
     answerer_model: Annotated[str | None, config_option(EvalConfig, "answerer_model")] = None,
     judge_model: Annotated[str | None, config_option(EvalConfig, "judge_model")] = None,
     concurrency: Annotated[int | None, config_option(EvalConfig, "concurrency")] = None,
+    latency_questions: Annotated[int | None, config_option(EvalConfig, "latency_questions")] = None,
     seed: Annotated[int | None, config_option(EvalConfig, "seed")] = None,
     transformers: Annotated[
         bool, typer.Option("--transformers", help="Generate in-process even if a server URL is set.")
@@ -68,6 +69,7 @@ def evaluate(
             answerer_model=answerer_model,
             judge_model=judge_model,
             concurrency=concurrency,
+            latency_questions=latency_questions,
             seed=seed,
             restart=restart,
             env_overrides=override,

@@ -40,7 +40,10 @@ class EvalConfig(StrictModel):
     judge_model: str | None = None
     """Served name of the CORRECT/WRONG judge on the answerer's endpoint (None: the answerer)."""
     concurrency: int = Field(default=8, ge=1)
-    """Episodes in flight at once (one env each)."""
+    """Episodes in flight at once (one env each) after the latency questions: the throughput phase."""
+    latency_questions: int = Field(default=8, ge=0)
+    """The first N questions are played one at a time: their latency is what one question costs, while
+    the rest run `concurrency` at once and measure throughput (questions per second)."""
     seed: int = 0
     """Base seed: episode i is reset with seed + i (and the random baseline's seed, and the `limit` sample)."""
     max_new_tokens: int = Field(default=64, ge=1)

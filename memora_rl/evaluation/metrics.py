@@ -21,7 +21,7 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
 
 
 def summarize(records: Sequence[QuestionRecord]) -> dict[str, float | int | dict[str, float] | None]:
-    """Metrics of one group of records.
+    """Metrics of one group of records; latencies come from the questions played alone (`in_flight == 1`).
 
     >>> r = QuestionRecord(task_id="t", conversation_id="c", category="temporal", question="q",
     ...     gold_answer="a", policy="p", evidence_recall=0.5, context_tokens=10, steps=2,
@@ -34,7 +34,8 @@ def summarize(records: Sequence[QuestionRecord]) -> dict[str, float | int | dict
         actions.update(record.action_counts)
     total_actions = sum(actions.values())
     judged = [float(r.correct) for r in records if r.correct is not None]
-    searched = [r.search_latency_s for r in records if r.search_latency_s is not None]  # None: not reported
+    solo = [r for r in records if r.in_flight == 1]  # latency is what a question costs alone, not queued
+    searched = [r.search_latency_s for r in solo if r.search_latency_s is not None]  # None: not reported
     return {
         "questions": len(records),
         "answer_correct": _mean(judged),
@@ -49,8 +50,9 @@ def summarize(records: Sequence[QuestionRecord]) -> dict[str, float | int | dict
         "action_mix": {kind: count / total_actions for kind, count in sorted(actions.items())} if total_actions else {},
         "search_latency_p50_s": _percentile(searched, 50),
         "search_latency_p95_s": _percentile(searched, 95),
-        "latency_p50_s": _percentile([r.total_latency_s for r in records], 50),
-        "latency_p95_s": _percentile([r.total_latency_s for r in records], 95),
+        "latency_questions": len(solo),
+        "latency_p50_s": _percentile([r.total_latency_s for r in solo], 50),
+        "latency_p95_s": _percentile([r.total_latency_s for r in solo], 95),
     }
 
 

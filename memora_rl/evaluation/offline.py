@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memora_rl.async_bridge import run_sync
 from memora_rl.data.records import Task
@@ -21,6 +21,9 @@ from memora_rl.evaluation.metrics import OVERALL, summarize_by_category
 from memora_rl.evaluation.policies import PolicySpec, make_context_policy, make_graph_policy, parse_policy_spec
 from memora_rl.evaluation.records import QuestionRecord
 from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_results
+
+if TYPE_CHECKING:
+    from memora_rl.evaluation.playback import Throughput
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +131,9 @@ def _load_tokenizer(name: str) -> Any:
     return load_tokenizer(name)
 
 
-def _eval_graph(config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]) -> list[Task]:
+def _eval_graph(
+    config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]
+) -> tuple[list[Task], Throughput]:
     """Play the graph policy over the split's remaining tasks; returns all tasks of the (limited) split."""
     from memora_rl.env.registry import resolve_env_spec
     from memora_rl.env.retrieval import RetrievalEnv
@@ -154,11 +159,13 @@ def _eval_graph(config: EvalConfig, spec: PolicySpec, records_path: Path, done: 
     ]
     grader = _answer_grader(config)
 
-    run_sync(play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed), cleanup=policy.aclose)
-    return tasks
+    play = play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed, config.latency_questions)
+    return tasks, run_sync(play, cleanup=policy.aclose)
 
 
-def _eval_context(config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]) -> list[Task]:
+def _eval_context(
+    config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]
+) -> tuple[list[Task], Throughput]:
     """Run a context baseline over the split's remaining tasks (no graph is built)."""
     from memora_rl.env.registry import resolve_env_spec, select_conversations, split_tasks
     from memora_rl.env.sources import load_corpus
@@ -170,10 +177,11 @@ def _eval_context(config: EvalConfig, spec: PolicySpec, records_path: Path, done
     jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
     baseline = make_context_policy(spec, _load_tokenizer(config.tokenizer))
     conversations = {conversation.id: conversation for conversation in corpus.conversations}
-    run_sync(
-        play_context_tasks(baseline, conversations, jobs, records_path, _answer_grader(config), config.concurrency)
+    grader = _answer_grader(config)
+    play = play_context_tasks(
+        baseline, conversations, jobs, records_path, grader, config.concurrency, config.latency_questions
     )
-    return tasks
+    return tasks, run_sync(play)
 
 
 def run_eval(config: EvalConfig) -> EvalRun:
@@ -201,10 +209,12 @@ def run_eval(config: EvalConfig) -> EvalRun:
     if done:
         logger.info("Resuming %s: %d questions already recorded.", out, len(done))
     runner = _eval_context if spec.kind == "context_baseline" else _eval_graph
-    tasks = runner(config, spec, records_path, done)
+    tasks, throughput = runner(config, spec, records_path, done)
     wanted = {task.id for task in tasks}
     records = [record for record in read_records(records_path) if record.task_id in wanted]
     metrics = summarize_by_category(records)
+    metrics[OVERALL]["questions_per_s"] = throughput.questions_per_s  # this invocation's concurrent phase
+    metrics[OVERALL]["throughput_in_flight"] = throughput.in_flight
     meta = {"policy": spec.name, "policy_spec": config.policy, "env": config.env, "split": config.split}
     meta.update({"limit": config.limit, "questions": len(records), "env_overrides": config.env_overrides})
     write_results(out, metrics, meta)

@@ -14,6 +14,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,9 @@ def answer_fields(verdict: AnswerVerdict | None, gold: str) -> dict[str, Any]:
     }
 
 
-def graph_record(task: Task, result: EpisodeResult, verdict: AnswerVerdict | None) -> QuestionRecord:
+def graph_record(
+    task: Task, result: EpisodeResult, verdict: AnswerVerdict | None, in_flight: int | None = None
+) -> QuestionRecord:
     """The record of one graph-policy episode.
 
     Search latency is the retrieval time the env itself reports (`RetrievalEnv.last_search_s`,
@@ -72,6 +75,7 @@ def graph_record(task: Task, result: EpisodeResult, verdict: AnswerVerdict | Non
         judge_total=result.reward,
         search_latency_s=result.timing.search_s,
         total_latency_s=result.timing.total_s,
+        in_flight=in_flight,
         **answer_fields(verdict, task.answer),
     )
 
@@ -93,26 +97,51 @@ def _progress(total: int, name: str) -> tuple[Progress, Any]:
     return bar, bar.add_task(f"eval ({name})", total=total)
 
 
+@dataclass(frozen=True)
+class Throughput:
+    """The concurrent phase of one eval invocation: questions played, wall seconds, episodes in flight."""
+
+    questions: int
+    wall_s: float
+    in_flight: int
+
+    @property
+    def questions_per_s(self) -> float | None:
+        """Finished questions per wall second (None when nothing was played)."""
+        return self.questions / self.wall_s if self.questions and self.wall_s > 0 else None
+
+
 async def _drain(
     jobs: Sequence[tuple[int, Task]],
     workers: int,
-    handle: Callable[[int, Task, int], Any],
+    handle: Callable[[int, Task, int, int], Any],
     name: str,
-) -> None:
-    """Run `handle(index, task, worker)` over `jobs` with `workers` concurrent workers and a progress bar."""
-    queue: asyncio.Queue[tuple[int, Task]] = asyncio.Queue()
-    for job in jobs:
-        queue.put_nowait(job)
+    latency_questions: int = 0,
+) -> Throughput:
+    """Run `handle(index, task, worker, in_flight)` over `jobs`, with a progress bar.
+
+    The first `latency_questions` jobs run one at a time (their latency is one question's cost),
+    the rest with `workers` concurrent workers; returns the throughput of that second phase.
+    """
+    solo, rest = list(jobs[:latency_questions]), list(jobs[latency_questions:])
     bar, bar_id = _progress(len(jobs), name)
-
-    async def worker(number: int) -> None:
-        while not queue.empty():
-            index, task = queue.get_nowait()
-            await handle(index, task, number)
-            bar.advance(bar_id)
-
     with bar:
-        running = [asyncio.create_task(worker(number)) for number in range(min(workers, len(jobs)))]
+        for index, task in solo:
+            await handle(index, task, 0, 1)
+            bar.advance(bar_id)
+        in_flight = min(workers, len(rest))
+        queue: asyncio.Queue[tuple[int, Task]] = asyncio.Queue()
+        for job in rest:
+            queue.put_nowait(job)
+
+        async def worker(number: int) -> None:
+            while not queue.empty():
+                index, task = queue.get_nowait()
+                await handle(index, task, number, in_flight)
+                bar.advance(bar_id)
+
+        started = time.perf_counter()
+        running = [asyncio.create_task(worker(number)) for number in range(in_flight)]
         try:
             await asyncio.gather(*running)
         except BaseException:
@@ -120,6 +149,7 @@ async def _drain(
                 job.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             raise
+    return Throughput(len(rest), time.perf_counter() - started, in_flight)
 
 
 def warm_up_env(env: Any, task: Task, seed: int) -> None:
@@ -142,7 +172,8 @@ async def play_graph_tasks(
     records_path: Path,
     grader: AnswerGrader | None = None,
     seed: int = 0,
-) -> None:
+    latency_questions: int = 0,
+) -> Throughput:
     """Play each `(index, task)` job (env reset with seed `seed + index`) and append its record.
 
     Args:
@@ -152,19 +183,20 @@ async def play_graph_tasks(
         records_path: `records.jsonl` to append to.
         grader: Answers and labels the retrieved entries; None skips answer metrics.
         seed: Base seed of the episodes.
+        latency_questions: Jobs played one at a time first (latency), before the concurrent rest (throughput).
     """
     if jobs:
         warm_up_env(envs[0], jobs[0][1], seed)  # the workers' envs share its store, embedder and judge
 
-    async def handle(index: int, task: Task, worker: int) -> None:
+    async def handle(index: int, task: Task, worker: int, in_flight: int) -> None:
         result = await play_episode(envs[worker], task, policy, seed + index)
         verdict = None
         if grader is not None:
             context = render_memory_context(result.trajectory.retrieved)
             verdict = await grader.grade(task.question, task.answer, context)
-        append_record(records_path, graph_record(task, result, verdict))
+        append_record(records_path, graph_record(task, result, verdict, in_flight))
 
-    await _drain(jobs, len(envs), handle, policy.name)
+    return await _drain(jobs, len(envs), handle, policy.name, latency_questions)
 
 
 async def play_context_tasks(
@@ -174,7 +206,8 @@ async def play_context_tasks(
     records_path: Path,
     grader: AnswerGrader | None = None,
     concurrency: int = 8,
-) -> None:
+    latency_questions: int = 0,
+) -> Throughput:
     """Retrieve each task's context with a non-graph baseline (RAG, full context) and append its record.
 
     One untimed retrieval on the first job's question comes first, so the first timed question
@@ -184,7 +217,7 @@ async def play_context_tasks(
         first = jobs[0][1]
         baseline.retrieve_context(conversations[first.conversation_id], first.question)  # warm-up, not timed
 
-    async def handle(index: int, task: Task, worker: int) -> None:
+    async def handle(index: int, task: Task, worker: int, in_flight: int) -> None:
         started = time.perf_counter()
         context = baseline.retrieve_context(conversations[task.conversation_id], task.question)
         retrieval_s = time.perf_counter() - started
@@ -202,8 +235,10 @@ async def play_context_tasks(
             steps=0,
             search_latency_s=retrieval_s,
             total_latency_s=retrieval_s,
+            in_flight=in_flight,
             **answer_fields(verdict, task.answer),
         )
         append_record(records_path, record)
 
-    await _drain(jobs, concurrency if grader is not None else 1, handle, baseline.name)
+    workers = concurrency if grader is not None else 1  # retrieval alone is synchronous: nothing to overlap
+    return await _drain(jobs, workers, handle, baseline.name, latency_questions)

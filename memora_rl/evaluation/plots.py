@@ -64,14 +64,14 @@ def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path)
 
 
 def plot_latency_cdf(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
-    """Empirical CDF of end-to-end latency per question, one line per run."""
+    """Empirical CDF of end-to-end latency per question played alone (`in_flight == 1`), one line per run."""
     figure, axes = plt.subplots(figsize=(6, 4))
     for name, records in runs.items():
-        latency = np.sort([r.total_latency_s for r in records])
+        latency = np.sort([r.total_latency_s for r in records if r.in_flight == 1])
         if latency.size:
             axes.step(latency * 1000.0, np.arange(1, latency.size + 1) / latency.size, where="post", label=name)
     axes.set_xscale("symlog")
-    axes.set_xlabel("end-to-end latency per question (ms)")
+    axes.set_xlabel("end-to-end latency per question, played alone (ms)")
     axes.set_ylabel("share of questions")
     axes.set_title("latency CDF")
     return _save(figure, axes, path)

@@ -34,3 +34,5 @@ class QuestionRecord(BaseModel):
     """Seconds the env reported spending in retrieval (query embedding, search, frontier); None when unreported."""
     total_latency_s: float = 0.0
     """Seconds from reset to the final step, policy calls included."""
+    in_flight: int | None = None
+    """Questions played at once when this one was (1: a latency measurement; None: not recorded)."""

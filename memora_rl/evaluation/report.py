@@ -27,9 +27,11 @@ TABLE_COLUMNS = (
     ("context_tokens_p95", "ctx p95", "{:.0f}"),
     ("steps_mean", "steps", "{:.2f}"),
     ("invalid_action_rate", "invalid", "{:.3f}"),
-    ("latency_p50_s", "p50 s", "{:.3f}"),
-    ("latency_p95_s", "p95 s", "{:.3f}"),
+    ("latency_p50_s", "p50 s alone", "{:.3f}"),
+    ("latency_p95_s", "p95 s alone", "{:.3f}"),
+    ("questions_per_s", "q/s at once", "{:.2f}"),
 )
+"""Latency columns: questions played one at a time; q/s: the rest, `concurrency` at once (see `EvalConfig`)."""
 
 
 def read_records(path: Path) -> list[QuestionRecord]:

@@ -21,7 +21,7 @@ LIMIT = 4
 @pytest.fixture(scope="module")
 def semantic_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("evals") / "semantic"
-    run_eval(EvalConfig(env="synthetic", policy="semantic", limit=LIMIT, out=out, concurrency=2))
+    run_eval(EvalConfig(env="synthetic", policy="semantic", limit=LIMIT, out=out, concurrency=2, latency_questions=2))
     return out
 
 
@@ -62,6 +62,18 @@ def test_heuristic_resumes_after_a_kill_and_compares_with_semantic(semantic_run,
     assert "heuristic minus semantic" in table and "| evidence_recall |" in table
     assert (target / "compare.md").read_text() == table
     assert (target / PLOT_FILES["category"]).is_file()
+
+
+def test_latency_is_measured_alone_and_throughput_at_once(semantic_run):
+    """The first questions play one at a time (the latency columns); the rest two at once (questions per second)."""
+    records = read_records(semantic_run)
+    assert [r.in_flight for r in records[:2]] == [1, 1] and {r.in_flight for r in records[2:]} == {2}
+    overall = json.loads((semantic_run / "results.json").read_text())["metrics"]["overall"]
+    alone = sorted(r.total_latency_s for r in records[:2])
+    assert overall["latency_questions"] == 2 and overall["latency_p50_s"] == pytest.approx(sum(alone) / 2)
+    assert overall["questions_per_s"] > 0 and overall["throughput_in_flight"] == 2
+    table = (semantic_run / "results.md").read_text()
+    assert "p50 s alone" in table and "q/s at once" in table
 
 
 def test_out_folder_of_another_policy_is_refused(semantic_run):

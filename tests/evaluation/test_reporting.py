@@ -154,10 +154,10 @@ def test_search_latency_is_the_envs_report_never_its_step_time(caplog):
     task, result = _episode(search_s=0.05)
     assert graph_record(task, result, None).search_latency_s == pytest.approx(0.05)
     task, result = _episode(search_s=None)  # an env that reports no search time
-    record = graph_record(task, result, None)
+    record = graph_record(task, result, None, in_flight=1)
     assert record.search_latency_s is None  # not env_s (0.9 s of rendering and judging)
     assert "reported no search time" in caplog.text
-    metrics = summarize_by_category([record, make_record("t2", "temporal", 1.0, search_latency_s=0.2)])
+    metrics = summarize_by_category([record, make_record("t2", "temporal", 1.0, search_latency_s=0.2, in_flight=1)])
     assert metrics[OVERALL]["search_latency_p50_s"] == pytest.approx(0.2)  # unreported rows are left out
 
 
