@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memora_rl.config import dump_config
-from memora_rl.errors import ConfigError
+from memora_rl.errors import ConfigError, RolloutError, ServerError
 from memora_rl.llm.server import ServerConfig, base_model_name
 from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
 from memora_rl.training.config import TrainConfig
@@ -46,6 +46,17 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     """The `checkpoint-<step>` folder with the highest step, or None."""
     steps = [(int(path.name.split("-")[1]), path) for path in run_dir.glob("checkpoint-*") if path.name[11:].isdigit()]
     return max(steps)[1] if steps else None
+
+
+def resume_hint(config: TrainConfig, step: int) -> str:
+    """Where a run that failed at `step` can continue from, and how."""
+    last = latest_checkpoint(config.output_dir)
+    if last is None:
+        return f"The run stopped at step {step} before its first checkpoint; start it again once the server answers."
+    return (
+        f"The run stopped at step {step}; its last checkpoint is {last}. Once the server answers, continue "
+        "it: run the same command with `--resume` (or the override `resume=true`)."
+    )
 
 
 def _prepare_run_dir(config: TrainConfig) -> Path | None:
@@ -206,7 +217,10 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         if isinstance(generator, TransformersGenerator):
             generator.model = trainer.model  # sample from the policy being trained
         logger.info("training %s on %d tasks (%s backend, %s)", config.run_name, len(tasks), config.backend, device)
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        try:
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        except (RolloutError, ServerError) as error:  # the server went away: say where to resume from
+            raise type(error)(f"{error} {resume_hint(config, trainer.state.global_step)}") from error
     adapter_dir = config.output_dir / "final"
     trainer.save_model(str(adapter_dir))
     tokenizer.save_pretrained(str(adapter_dir))

@@ -7,6 +7,7 @@ few forward/backward passes over ~3k tokens on CPU.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -183,16 +184,162 @@ def test_resume_reaches_the_same_step_with_the_same_data_order(transformers_run,
     assert resumed[1]["train/kl"] > 0
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
-def test_vllm_backend_trains_two_steps_with_adapter_hot_swap(tmp_path, vllm_server):
-    from memora_rl.llm.server import list_served_models
+PROBE_TEXT = 'Question: where does Alice work?\n{"action": "expand", "ids": ["e3"]}'
+"""A fixed text whose token logprobs the served adapter and the trainer's model are compared on."""
+
+
+class _ServedAdapterProbe(TrainerCallback):
+    """After each optimizer step (and the sync, which runs first), compare the served adapter's logprobs of
+    `PROBE_TEXT` with the trainer's under the adapter it just produced, and with the base model's."""
+
+    def __init__(self, base_url: str, run_name: str, tokenizer: Any) -> None:
+        self.base_url, self.run_name = base_url, run_name
+        self.ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+        self.steps: list[dict[str, float]] = []
+
+    def served_logprobs(self, name: str) -> list[float]:
+        """Prompt-token logprobs of `PROBE_TEXT` under the served model `name` (vLLM `echo`)."""
+        import httpx
+
+        body = {"model": name, "prompt": self.ids, "max_tokens": 1, "echo": True, "logprobs": 0, "temperature": 1.0}
+        response = httpx.post(f"{self.base_url}/completions", json=body, timeout=60.0)
+        response.raise_for_status()
+        return response.json()["choices"][0]["logprobs"]["token_logprobs"][1 : len(self.ids)]
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        import torch
+
+        from memora_rl.training.sync import adapter_name
+
+        served = torch.tensor(self.served_logprobs(adapter_name(state.global_step, self.run_name)))
+        ids = torch.tensor([self.ids])
+        with torch.inference_mode():
+            logits = model(input_ids=ids).logits[0, :-1].float()
+            with model.disable_adapter():
+                base_logits = model(input_ids=ids).logits[0, :-1].float()
+        target = ids[0, 1:, None]
+        trainer = logits.log_softmax(-1).gather(-1, target).squeeze(-1)
+        base = base_logits.log_softmax(-1).gather(-1, target).squeeze(-1)
+        self.steps.append({
+            "served_vs_trainer": (served - trainer).abs().max().item(),
+            "trainer_vs_base": (trainer - base).abs().max().item(),
+        })  # fmt: skip
+
+
+VLLM_TINY = ("backend=vllm", "grpo.learning_rate=1e-2")
+"""The vLLM runs: a larger step than the transformers ones, so one step moves logprobs far past rounding."""
+
+
+@pytest.fixture(scope="module")
+def vllm_run(tmp_path_factory, vllm_server):
+    """The uninterrupted two-step vLLM run on the shared server, with the served-adapter probe."""
+    from memora_rl.llm.registry import load_tokenizer
     from memora_rl.training.run import run
 
     url = vllm_server.base_url
-    result = run(tiny_config(tmp_path, "backend=vllm", f"server.url={url}", "run_name=vl"))
+    probe = _ServedAdapterProbe(url, "vl", load_tokenizer("smollm2-135m-instruct"))
+    config = tiny_config(tmp_path_factory.mktemp("runs"), *VLLM_TINY, f"server.url={url}", "run_name=vl")
+    return run(config, callbacks=[probe]), probe
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_backend_trains_two_steps_with_adapter_hot_swap(vllm_run, vllm_server):
+    """Two steps on the shared server; after step k the server samples from adapter k, not k - 1 or the base."""
+    from memora_rl.llm.server import list_served_models
+
+    result, probe = vllm_run
     assert result.final_step == 2
     check_trained(result, seeded=False)
+    assert len(probe.steps) == 2
+    for step in probe.steps:  # float32 on both sides: the served adapter is the trainer's, to rounding
+        assert step["served_vs_trainer"] < 2e-3, probe.steps
+    assert any(step["trainer_vs_base"] > 0.05 for step in probe.steps), probe.steps  # a stale adapter would show
     assert all(r["time/adapter_sync_mean_s"] < 10 for r in read_jsonl(result.metrics_path))
-    served = [m["id"] for m in list_served_models(url)]
+    served = [m["id"] for m in list_served_models(vllm_server.base_url)]
     assert not any(name.startswith("vl-policy_v") for name in served)  # every adapter of the run was unloaded
+
+
+class _Proxy:
+    """A TCP forwarder to the vLLM server; closing it is the server dying, as the trainer's client sees it."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+        import threading
+
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[Any] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            self.sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: Any, sink: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                end.close()
+
+    def close(self) -> None:
+        """Refuse new connections and cut every open one."""
+        import socket
+
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+
+class _KillServerAfterFirstCheckpoint(TrainerCallback):
+    def __init__(self, proxy: _Proxy) -> None:
+        self.proxy = proxy
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == 1:  # checkpoint-1 is on disk; step 2's rollouts hit a dead server
+            self.proxy.close()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_run_whose_server_dies_fails_clearly_and_resumes_to_the_same_run(vllm_run, vllm_server, tmp_path):
+    """The server dies after checkpoint-1: a RolloutError or ServerError naming the checkpoint and `--resume`,
+    not a hang; resumed on a live server, the run ends at step 2 with the uninterrupted run's data order."""
+    from urllib.parse import urlparse
+
+    from memora_rl.errors import RolloutError, ServerError
+    from memora_rl.training.run import run
+
+    straight, _ = vllm_run
+    proxy = _Proxy(urlparse(vllm_server.base_url).port)
+    config = tiny_config(tmp_path, *VLLM_TINY, f"server.url=http://127.0.0.1:{proxy.port}/v1", "run_name=vr")
+    with pytest.raises((RolloutError, ServerError)) as error:
+        run(config, callbacks=[_KillServerAfterFirstCheckpoint(proxy)])
+    assert "checkpoint-1" in str(error.value) and "--resume" in str(error.value)
+    assert (config.output_dir / "checkpoint-1").is_dir() and not (config.output_dir / "final").exists()
+
+    live = config.model_copy(
+        update={"resume": True, "server": config.server.model_copy(update={"url": vllm_server.base_url})}
+    )
+    result = run(live)
+    assert result.final_step == 2
+    assert data_order(result.run_dir) == data_order(straight.run_dir)
+    assert [r["step"] for r in read_jsonl(result.metrics_path)] == [1, 2]
