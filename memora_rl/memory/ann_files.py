@@ -11,6 +11,10 @@ beside the store and a later process loads it instead of rebuilding. The layout 
   version. A saved index is loaded only by a process holding exactly those vectors; any change
   gives another fingerprint, the index is rebuilt, and its save replaces the older files.
 
+A name proves nothing about a file's contents (a file copied or renamed from another store's
+folder, a truncated one), so a loaded index is also checked against the rows: its row count,
+its keys and a sample of its stored vectors (`VectorTable._mismatch`); any mismatch rebuilds it.
+
 The folder is a cache: deleting it only costs rebuilds.
 """
 

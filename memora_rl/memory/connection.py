@@ -23,7 +23,8 @@ class StoreConnection:
     - integrity checks and closing.
 
     Plain reads (`SELECT`s of entries, episodes, anchors) run without it: SQLite serialises
-    statements on one connection, and WAL gives each read a consistent snapshot.
+    statements on one connection, and WAL gives each statement a consistent snapshot. A read
+    of several statements that must agree (a view load) takes the lock and a `snapshot`.
 
     Args:
         path: the store file (created if missing).
@@ -36,6 +37,7 @@ class StoreConnection:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
         self.dim: int | None = int(row[0]) if row else None
         """Vector dimension recorded on the store's first vector write; None while it holds no vectors."""
+        self._commits = 0  # transactions committed through this connection (any thread)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -48,6 +50,32 @@ class StoreConnection:
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
+            self._commits += 1
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction under the lock: its statements all see one committed state.
+
+        Inside a write transaction it is that transaction (already one state).
+        """
+        with self.lock:
+            if self.conn.in_transaction:
+                yield self.conn
+                return
+            self.conn.execute("BEGIN")
+            try:
+                yield self.conn
+            finally:
+                self.conn.execute("COMMIT")  # read-only: ends the snapshot
+
+    def write_token(self) -> tuple[int, int]:
+        """Changes whenever anyone commits to the file: another connection (`data_version`) or this one.
+
+        Read it before reading what a write will rest on, and again inside the write transaction:
+        equal tokens mean nothing was committed in between.
+        """
+        with self.lock:
+            return self.data_version(), self._commits
 
     def record_dim(self, conn: sqlite3.Connection, dim: int) -> None:
         """Record the store's vector dimension on its first vector write (inside a transaction)."""

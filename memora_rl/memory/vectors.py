@@ -16,6 +16,11 @@ from memora_rl.memory.config import StoreConfig
 
 logger = logging.getLogger(__name__)
 
+_CHECKED_ROWS = 64
+"""Rows of a loaded index whose stored vector is compared with the table's (a few ms even at 1M rows)."""
+_MIN_STORED_COSINE = 0.95
+"""A loaded index's stored vector must be this close to its row (int8 rounding keeps about 0.998)."""
+
 
 def as_unit_vector(vector: np.ndarray, dim: int, what: str) -> np.ndarray:
     """Return `vector` as float32 (dim,), L2-normalised; raise on a wrong shape or a zero vector."""
@@ -187,13 +192,34 @@ class VectorTable:
         except (RuntimeError, ValueError, OSError) as error:
             logger.warning("ignoring the unreadable saved index %s (%s); rebuilding it", path, error)
             return False
-        if index is None or len(index) != self.live:
-            logger.warning("ignoring the saved index %s: it holds another row count; rebuilding it", path)
+        problem = "it is empty" if index is None else self._mismatch(index)
+        if problem is not None:
+            logger.warning("ignoring the saved index %s: %s; rebuilding it", path, problem)
             return False
         index.expansion_search = self.config.ann_expansion_search
         self._ann, self._ann_saved = index, True
         logger.info("loaded the HNSW index over %d vectors from %s", self.live, path)
         return True
+
+    def _mismatch(self, index: object) -> str | None:
+        """Why a restored index is not over these rows (None when it is): its row count, keys, or sampled vectors.
+
+        The fingerprint in a file name says which rows the file was saved for, not what it holds:
+        a file copied or renamed from another store's folder has the right name and foreign contents.
+        """
+        if len(index) != self.live:  # type: ignore[arg-type]
+            return "it holds another row count"
+        rows = np.flatnonzero(self.alive)
+        keys = np.sort(np.asarray(index.keys, dtype=np.int64))  # type: ignore[attr-defined]
+        if not np.array_equal(keys, rows):
+            return "it holds other row numbers"
+        sample = np.unique(rows[np.linspace(0, len(rows) - 1, min(len(rows), _CHECKED_ROWS)).astype(np.int64)])
+        stored = np.stack(index.get(sample, dtype=np.float32))  # type: ignore[attr-defined]  # (n, dim)
+        norms = np.maximum(np.linalg.norm(stored, axis=1), 1e-12)
+        cosines = np.einsum("ij,ij->i", stored, self._matrix[sample]) / norms
+        if cosines.min() < _MIN_STORED_COSINE:
+            return f"its vectors are not these rows (cosine {cosines.min():.3f} at row {sample[cosines.argmin()]})"
+        return None
 
     def save_ann(self, fingerprint: str | None = None) -> None:
         """Write the index beside the store (atomically), replacing older saves; no-op when not wanted.

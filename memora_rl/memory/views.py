@@ -8,7 +8,8 @@ to the committed rows all live here:
    (`drop`); a graph never used is never loaded by a write.
 3. A failed write transaction drops every view (`transaction`), so no view keeps half of it.
 4. A commit by another connection (another process, another store object on the same file)
-   changes `PRAGMA data_version`; the next `get` sees that and drops every view.
+   changes `PRAGMA data_version`; the next `get` sees that and drops every view. A view is
+   loaded in one read transaction, so a commit landing mid-load cannot tear it.
 5. With `StoreConfig.ann_persist`, each view's HNSW indexes are saved in the store's `.ann`
    folder (see `memory.ann_files`) and written out on `close`.
 """
@@ -45,6 +46,14 @@ class GraphViews:
     def get(self, graph_id: str) -> GraphCache:
         """The view of a graph, (re)loaded when missing or after another connection's commit."""
         with self._db.lock:
+            view = self._views.get(graph_id)
+            if view is not None and self._db.data_version() == self._data_version:
+                return view
+            return self._load(graph_id)
+
+    def _load(self, graph_id: str) -> GraphCache:
+        """Drop stale views, then load the graph's view in one snapshot (no other commit mixed in)."""
+        with self._db.snapshot():
             version = self._db.data_version()
             if version != self._data_version:
                 self._views.clear()

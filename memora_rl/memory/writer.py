@@ -8,7 +8,9 @@ if it is loaded (the coherence rules are in `memory.views`).
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,6 +28,18 @@ from memora_rl.memory.views import GraphViews
 def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
     """Items of both, first-seen order, no duplicates."""
     return list(dict.fromkeys([*first, *second]))
+
+
+@dataclass
+class _Plan:
+    """What one create-or-update writes: a new `entry` (no `target`), or `entry` merged into `target`."""
+
+    entry: MemoryEntry
+    abstraction_vector: np.ndarray
+    value_vector: np.ndarray
+    target: MemoryEntry | None = None
+    old: ValueVersion | None = None
+    """The target's value before the merge, appended to its history."""
 
 
 class GraphWriter:
@@ -99,6 +113,11 @@ class GraphWriter:
         A merge keeps the old value in `history`, may refine the abstraction, and unions source
         turn ids, episode ids and anchors; otherwise a new entry is created. Pass precomputed
         unit vectors (`anchor_vectors` maps anchor text -> vector) to skip embedding.
+
+        The decider runs outside the write lock (it may be a slow LLM call). When another writer
+        (a thread of this store, another store object or process) commits between the read it
+        decided on and this write, the similar entries are read and decided on again inside the
+        write transaction, so two writers cannot both create the same entry or merge into a stale one.
         """
         if abstraction_vector is None or value_vector is None:
             abstraction_vector, value_vector = self._embed([candidate.abstraction, candidate.value])
@@ -106,17 +125,56 @@ class GraphWriter:
         abstraction_vector = as_unit_vector(abstraction_vector, dim, "The abstraction vector")
         value_vector = as_unit_vector(value_vector, dim, "The value vector")
         anchors_by_text = self._anchor_vectors(candidate.anchors, anchor_vectors)
+        seen = self._db.write_token()
+        plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector)
+        with self._views.transaction() as conn:
+            if self._db.write_token() != seen:  # BEGIN IMMEDIATE holds the write lock: this read cannot go stale
+                plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector)
+            if plan.target is None:
+                seq, anchors = self._write_create(conn, graph_id, candidate, plan, anchors_by_text)
+            else:
+                anchors, added = self._write_merge(conn, graph_id, candidate, plan, anchors_by_text)
+        cache = self._views.loaded(graph_id)
+        if plan.target is None:
+            plan.entry.anchor_ids = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
+            if cache is not None:
+                entry = plan.entry
+                row = EntryRow(entry.id, seq, entry.speaker, timestamp(entry.created_at), entry.episode_ids)
+                cache.add_entries([row], plan.abstraction_vector[None], plan.value_vector[None])
+                self._sync_links(cache, entry.id, anchors, anchors_by_text)
+            return UpsertResult(entry=plan.entry, created=True)
+        plan.entry.anchor_ids = _union(plan.target.anchor_ids, [ref.id for ref in anchors.values()])
+        if cache is not None:
+            cache.update_entry(plan.target.id, plan.abstraction_vector, plan.value_vector, added)
+            self._sync_links(cache, plan.target.id, anchors, anchors_by_text)
+        return UpsertResult(entry=plan.entry, created=False)
+
+    def _plan(
+        self,
+        graph_id: str,
+        candidate: EntryCandidate,
+        decider: Decider,
+        abstraction_vector: np.ndarray,
+        value_vector: np.ndarray,
+    ) -> _Plan:
+        """Read the similar entries, ask the decider, and work out what its answer writes."""
         similar = self._similar_entries(graph_id, abstraction_vector)
         decision = decider(candidate, similar) if similar else MergeDecision(action="create")
         if decision.action == "create":
-            return self._create(graph_id, candidate, abstraction_vector, value_vector, anchors_by_text)
+            entry = MemoryEntry(
+                id="", graph_id=graph_id, abstraction=candidate.abstraction, value=candidate.value,
+                kind=candidate.kind, episode_ids=list(dict.fromkeys(candidate.episode_ids)),
+                source_turn_ids=list(dict.fromkeys(candidate.source_turn_ids)), speaker=candidate.speaker,
+                created_at=candidate.time, updated_at=candidate.time,
+            )  # fmt: skip
+            return _Plan(entry, abstraction_vector, value_vector)
         target = next((entry for entry in similar if entry.id == decision.target_id), None)
         if target is None:
             raise GraphError(
                 f"The decider merged into {decision.target_id!r}, which is not among the similar entries "
                 f"{[entry.id for entry in similar]}. A decider must pick one of the entries it was shown."
             )
-        return self._merge(graph_id, candidate, target, decision, value_vector, anchors_by_text)
+        return self._merge_plan(graph_id, candidate, target, decision, value_vector)
 
     def _similar_entries(self, graph_id: str, abstraction_vector: np.ndarray) -> list[MemoryEntry]:
         """Existing entries whose abstraction cosine is >= gamma, best first (at most top_k)."""
@@ -131,44 +189,32 @@ class GraphWriter:
         ]
         return sql_io.entries_by_id(self._db.conn, graph_id, ids, self._db.path) if ids else []
 
-    def _create(
+    def _write_create(
         self,
+        conn: sqlite3.Connection,
         graph_id: str,
         candidate: EntryCandidate,
-        abstraction_vector: np.ndarray,
-        value_vector: np.ndarray,
+        plan: _Plan,
         anchor_vectors: dict[str, np.ndarray],
-    ) -> UpsertResult:
-        with self._views.transaction() as conn:
-            self._db.record_dim(conn, len(abstraction_vector))
-            sql_io.ensure_graph(conn, graph_id)
-            (entry_id,) = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", 1)
-            entry = MemoryEntry(
-                id=entry_id, graph_id=graph_id, abstraction=candidate.abstraction, value=candidate.value,
-                kind=candidate.kind, episode_ids=list(dict.fromkeys(candidate.episode_ids)),
-                source_turn_ids=list(dict.fromkeys(candidate.source_turn_ids)), speaker=candidate.speaker,
-                created_at=candidate.time, updated_at=candidate.time,
-            )  # fmt: skip
-            (seq,) = sql_io.insert_entries(conn, [entry], abstraction_vector[None], value_vector[None])
-            anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
-            sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
-        entry.anchor_ids = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
-        cache = self._views.loaded(graph_id)
-        if cache is not None:
-            row = EntryRow(entry_id, seq, entry.speaker, timestamp(entry.created_at), entry.episode_ids)
-            cache.add_entries([row], abstraction_vector[None], value_vector[None])
-            self._sync_links(cache, entry_id, anchors, anchor_vectors)
-        return UpsertResult(entry=entry, created=True)
+    ) -> tuple[int, dict[str, sql_io.AnchorRef]]:
+        """Insert the planned new entry and link its anchors (inside the transaction); returns its seq and anchors."""
+        self._db.record_dim(conn, len(plan.abstraction_vector))
+        sql_io.ensure_graph(conn, graph_id)
+        (plan.entry.id,) = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", 1)
+        (seq,) = sql_io.insert_entries(conn, [plan.entry], plan.abstraction_vector[None], plan.value_vector[None])
+        anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
+        sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
+        return seq, anchors
 
-    def _merge(
+    def _merge_plan(
         self,
         graph_id: str,
         candidate: EntryCandidate,
         target: MemoryEntry,
         decision: MergeDecision,
         candidate_value_vector: np.ndarray,
-        anchor_vectors: dict[str, np.ndarray],
-    ) -> UpsertResult:
+    ) -> _Plan:
+        """The merged entry and its vectors (embedding a new value or abstraction only when they changed)."""
         abstraction = decision.refined_abstraction or target.abstraction
         value = decision.merged_value if decision.merged_value is not None else candidate.value
         value_vector = candidate_value_vector if value == candidate.value else self._embed([value])[0]
@@ -184,35 +230,40 @@ class GraphWriter:
         merged.source_turn_ids = _union(target.source_turn_ids, candidate.source_turn_ids)
         merged.episode_ids = _union(target.episode_ids, candidate.episode_ids)
         merged.updated_at = candidate.time or target.updated_at
-        with self._views.transaction() as conn:
-            seqs = sql_io.entry_seqs(conn, graph_id, [target.id])
-            if target.id not in seqs:
-                raise GraphError(f"Entry {target.id!r} vanished from graph {graph_id!r} before the merge; retry.")
-            seq = seqs[target.id]
-            conn.execute(
-                "UPDATE entries SET abstraction=?, value=?, source_turn_ids=?, updated_at=?, abstraction_vector=?, "
-                "value_vector=? WHERE seq=?",
-                (abstraction, value, json.dumps(merged.source_turn_ids), sql_io.iso(merged.updated_at),
-                 sql_io.blob(abstraction_vector), sql_io.blob(value_vector), seq),
-            )  # fmt: skip
-            sql_io.append_history(conn, seq, [old], start=len(target.history))
-            added = merged.episode_ids[len(target.episode_ids) :]
-            conn.executemany(
-                "INSERT INTO entry_episodes(entry_seq, position, episode_id) VALUES (?,?,?)",
-                [(seq, len(target.episode_ids) + i, episode) for i, episode in enumerate(added)],
-            )
-            anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
-            sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
-            old_anchor_seqs = [
-                r[0] for r in conn.execute("SELECT anchor_seq FROM entry_anchors WHERE entry_seq=?", (seq,))
-            ]
-            sql_io.prune_anchors(conn, old_anchor_seqs)
-        merged.anchor_ids = _union(target.anchor_ids, [ref.id for ref in anchors.values()])
-        cache = self._views.loaded(graph_id)
-        if cache is not None:
-            cache.update_entry(target.id, abstraction_vector, value_vector, added)
-            self._sync_links(cache, target.id, anchors, anchor_vectors)
-        return UpsertResult(entry=merged, created=False)
+        return _Plan(merged, abstraction_vector, value_vector, target=target, old=old)
+
+    def _write_merge(
+        self,
+        conn: sqlite3.Connection,
+        graph_id: str,
+        candidate: EntryCandidate,
+        plan: _Plan,
+        anchor_vectors: dict[str, np.ndarray],
+    ) -> tuple[dict[str, sql_io.AnchorRef], list[str]]:
+        """Write the planned merge (inside the transaction); returns the candidate's anchors and the added episodes."""
+        target, merged = plan.target, plan.entry
+        assert target is not None and plan.old is not None
+        seqs = sql_io.entry_seqs(conn, graph_id, [target.id])
+        if target.id not in seqs:
+            raise GraphError(f"Entry {target.id!r} vanished from graph {graph_id!r} before the merge; retry.")
+        seq = seqs[target.id]
+        conn.execute(
+            "UPDATE entries SET abstraction=?, value=?, source_turn_ids=?, updated_at=?, abstraction_vector=?, "
+            "value_vector=? WHERE seq=?",
+            (merged.abstraction, merged.value, json.dumps(merged.source_turn_ids), sql_io.iso(merged.updated_at),
+             sql_io.blob(plan.abstraction_vector), sql_io.blob(plan.value_vector), seq),
+        )  # fmt: skip
+        sql_io.append_history(conn, seq, [plan.old], start=len(target.history))
+        added = merged.episode_ids[len(target.episode_ids) :]
+        conn.executemany(
+            "INSERT INTO entry_episodes(entry_seq, position, episode_id) VALUES (?,?,?)",
+            [(seq, len(target.episode_ids) + i, episode) for i, episode in enumerate(added)],
+        )
+        anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
+        sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
+        old_anchor_seqs = [r[0] for r in conn.execute("SELECT anchor_seq FROM entry_anchors WHERE entry_seq=?", (seq,))]
+        sql_io.prune_anchors(conn, old_anchor_seqs)
+        return anchors, added
 
     def _stored_abstraction(self, graph_id: str, entry_id: str) -> np.ndarray:
         """The stored abstraction vector of an entry (no re-embedding when it is unchanged)."""
