@@ -61,11 +61,19 @@ class GraphCache:
     anchor_entries: list[set[int]] = field(default_factory=list)
     token_total: int | None = None
     """Tokens of all entries' abstraction and value (BM25's average length); None until asked, and after a change."""
+    doc_counts: dict[str, int] = field(default_factory=dict)
+    """Entries of this graph holding an index term, for the terms asked so far (BM25's common-word filter);
+    a count over one graph's entries costs a scan of the term's postings, so it is kept until a change."""
 
     def __post_init__(self) -> None:
         self.abstractions = VectorTable(self.dim, self.config)
         self.values = VectorTable(self.dim, self.config)
         self.anchors = VectorTable(self.dim, self.config)
+
+    def _text_changed(self) -> None:
+        """Forget the keyword statistics kept for BM25: an entry's text was added, changed or removed."""
+        self.token_total = None
+        self.doc_counts.clear()
 
     # --- entries -----------------------------------------------------------------------------
     def add_entries(self, rows: list[EntryRow], abstraction_vectors: np.ndarray, value_vectors: np.ndarray) -> None:
@@ -83,14 +91,14 @@ class GraphCache:
             for episode_id in item.episode_ids:
                 self.episode_rows.setdefault(episode_id, set()).add(row)
         self._times_array: np.ndarray | None = None
-        self.token_total = None
+        self._text_changed()
 
     def update_entry(
         self, entry_id: str, abstraction_vector: np.ndarray, value_vector: np.ndarray, episode_ids: list[str]
     ) -> None:
         """Refresh a merged entry's vectors and episodes."""
         row = self.entry_row[entry_id]
-        self.token_total = None
+        self._text_changed()
         self.abstractions.replace(row, abstraction_vector)
         self.values.replace(row, value_vector)
         for episode_id in episode_ids:
@@ -99,7 +107,7 @@ class GraphCache:
     def remove_entry(self, entry_id: str) -> None:
         """Tombstone an entry and unlink it from its anchors (anchor pruning is separate)."""
         row = self.entry_row.pop(entry_id)
-        self.token_total = None
+        self._text_changed()
         self.abstractions.remove(row)
         self.values.remove(row)
         for anchor in self.entry_anchors[row]:

@@ -274,6 +274,10 @@ class SQLiteGraphStore:
         rows = [cache.seq_row[seq] for seq in best if seq in cache.seq_row]
         return [row for row in rows if mask is None or mask[row]][:depth]
 
+    def _graph_count(self) -> int:
+        """Graphs in the store (a handful of rows: cheap to count per query)."""
+        return int(self._db.conn.execute("SELECT count(*) FROM graphs").fetchone()[0])
+
     def _query_terms(self, cache: GraphCache, graph_id: str, words: list[str]) -> list[str]:
         """The index terms of the query words that BM25 scores.
 
@@ -290,7 +294,12 @@ class SQLiteGraphStore:
         if share < 1.0 and terms and entries >= self.config.ann_threshold:
             most = share * entries
             counts = {term: bm25.store_doc_count(conn, term) for term in terms}  # cheap upper bounds
-            counts.update({t: bm25.graph_doc_count(conn, graph_id, t) for t, count in counts.items() if count > most})
+            common = [term for term, count in counts.items() if count > most]
+            if common and self._graph_count() > 1:  # with one graph the store's count is the graph's
+                for term in common:
+                    if term not in cache.doc_counts:
+                        cache.doc_counts[term] = bm25.graph_doc_count(conn, graph_id, term)
+                    counts[term] = cache.doc_counts[term]
             terms = selective_words(terms, counts, most)
         return terms
 
