@@ -27,6 +27,8 @@ CARD_FILE = "README.md"
 ADAPTER_DIR = "adapter"
 MERGED_DIR = "merged"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+"""What `save_pretrained` of the policy's (fast) tokenizer writes at the top of an export."""
 EXPORT_FORMAT = "memora-rl-export/1"
 
 
@@ -131,6 +133,12 @@ def load_export(path: Path) -> Export:
     missing = [name for name in ADAPTER_FILES if not (path / ADAPTER_DIR / name).is_file()]
     if missing:
         raise ExportError(f"Export {path} lacks {ADAPTER_DIR}/{', '.join(missing)}; re-export the run with --force.")
+    missing = [name for name in TOKENIZER_FILES if not (path / name).is_file()]
+    if missing:
+        raise ExportError(
+            f"Export {path} lacks its tokenizer ({', '.join(missing)}): the policy's prompts could not be encoded. "
+            "Re-export the run with --force."
+        )
     return Export(path, manifest)
 
 
@@ -146,6 +154,14 @@ def load_export_model(export: Export, merged: bool = False, dtype: str = "float3
         from peft import PeftModel
 
         base = load_causal_lm(export.manifest.base_model, dtype=dtype)
-        model = PeftModel.from_pretrained(base, str(export.adapter_dir))
+        try:
+            model = PeftModel.from_pretrained(base, str(export.adapter_dir))
+        except (RuntimeError, ValueError, KeyError) as error:  # shapes or module names of another model
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise ExportError(
+                f"The adapter of {export.path} does not fit the base model its manifest names "
+                f"({export.manifest.base_model}): {first_line}. The adapter was trained on another model; "
+                "re-export it from its run (`memora-rl export --run <run> --force`), which records the right base."
+            ) from error
     model.eval()
     return model

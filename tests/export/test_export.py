@@ -110,3 +110,28 @@ def test_a_folder_that_is_not_an_export_is_rejected(tmp_path):
     (tmp_path / MANIFEST_FILE).write_text(json.dumps({"format": "something else"}))
     with pytest.raises(ExportError, match="not a valid export manifest"):
         load_export(tmp_path)
+
+
+def test_an_export_without_its_tokenizer_is_rejected(tiny_run, tmp_path):
+    out = tmp_path / "tiny"
+    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none"))
+    (out / "tokenizer.json").unlink()
+    with pytest.raises(ExportError, match=r"lacks its tokenizer \(tokenizer.json\).*--force"):
+        load_export(out)
+
+
+@pytest.mark.slow
+def test_an_adapter_on_another_base_model_fails_naming_the_base(tiny_run, tmp_path):
+    """A manifest naming a base of other shapes: an ExportError naming that base and the fix, not a torch trace."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    other = tmp_path / "other-base"
+    config = LlamaConfig(vocab_size=49152, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4)  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(str(other))
+    out = tmp_path / "tiny"
+    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none"))
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    (out / MANIFEST_FILE).write_text(json.dumps({**manifest, "base_model": str(other)}))
+    with pytest.raises(ExportError, match=f"does not fit the base model its manifest names \\({other}\\)"):
+        load_export_model(load_export(out))
