@@ -60,8 +60,9 @@ class ServerConfig(StrictModel):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "float32"
     """Weight/activation dtype. float32 on CPU: a bf16 server lags the trainer's LoRA (docs/architecture.md);
     bfloat16 on GPU, where the trainer runs in bf16 too."""
-    max_model_len: int = Field(default=2048, ge=64)
-    """Longest prompt + completion in tokens."""
+    max_model_len: int = Field(default=4096, ge=64)
+    """Longest prompt + completion in tokens. 4096 holds the default env's longest chat (the opener, then six
+    observations of up to 512 tokens and actions of up to 64: about 4.1k; `policy.render.chat_token_bound`)."""
     gpu_memory_utilization: float | None = Field(default=None, gt=0.0, le=0.95)
     """CUDA only: share of GPU memory the server may take (None: vLLM's own default; a training run that
     starts its server uses `TRAINER_GPU_SHARE`, since the trainer shares the card)."""

