@@ -76,6 +76,7 @@ def graph_record(
         search_latency_s=result.timing.search_s,
         total_latency_s=result.timing.total_s,
         in_flight=in_flight,
+        walk=result.walk,
         **answer_fields(verdict, task.answer),
     )
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from memora_rl.core.walk import WalkStep
+
 
 class QuestionRecord(BaseModel):
     """What one policy did on one held-out question, and how it scored."""
@@ -36,3 +38,6 @@ class QuestionRecord(BaseModel):
     """Seconds from reset to the final step, policy calls included."""
     in_flight: int | None = None
     """Questions played at once when this one was (1: a latency measurement; None: not recorded)."""
+    walk: list[WalkStep] | None = None
+    """Each state the graph policy saw and its action, then the final state (None: a context baseline, or a
+    record written before walks were kept); the web page's walk viewer steps through it."""

@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from memora_rl.async_bridge import run_sync
 from memora_rl.core.trajectory import Trajectory
+from memora_rl.core.walk import WalkLog, WalkStep
 from memora_rl.data.records import Task
 from memora_rl.errors import MemoraError, RolloutError
 from memora_rl.policy.base import Message, Policy
@@ -71,6 +72,8 @@ class EpisodeResult(BaseModel):
     messages: list[Message]
     """The full chat: system, few-shot, observations and the policy's actions."""
     timing: EpisodeTiming
+    walk: list[WalkStep] | None = None
+    """Each state the policy saw and its action, then the final state (None: the env's info lacks the state)."""
 
 
 def _add_search_time(total: float | None, env: EpisodeEnv) -> float | None:
@@ -94,7 +97,9 @@ async def play_episode(
     env_s += time.perf_counter() - tick
     search_s = _add_search_time(search_s, env)
     messages = chat_opener(env.config)(observation)
+    log = WalkLog()
     for _ in range(max_turns):
+        log.seen(observation, info)
         tick = time.perf_counter()
         action = await policy.act(messages, dict(info))
         policy_s += time.perf_counter() - tick
@@ -103,8 +108,12 @@ async def play_episode(
         env_s += time.perf_counter() - tick
         search_s = _add_search_time(search_s, env)
         messages.append({"role": "assistant", "content": action})
+        log.acted(action, info)
         if terminated or truncated:
-            return _finish(task, policy, info, reward, messages, started, policy_s, env_s, search_s)
+            log.ended(observation, info)
+            total_s = time.perf_counter() - started
+            timing = EpisodeTiming(total_s=total_s, policy_s=policy_s, env_s=env_s, search_s=search_s)
+            return _finish(task, policy, info, reward, messages, timing, log.walk())
         messages.append({"role": "user", "content": observation})
     raise RolloutError(
         f"Episode of task {task.id!r} did not end within {max_turns} steps; the env must truncate "
@@ -118,10 +127,8 @@ def _finish(
     info: dict[str, Any],
     reward: float,
     messages: list[Message],
-    started: float,
-    policy_s: float,
-    env_s: float,
-    search_s: float | None,
+    timing: EpisodeTiming,
+    walk: list[WalkStep] | None,
 ) -> EpisodeResult:
     """The result of a finished episode (its final info must carry the trajectory)."""
     trajectory = info.get("trajectory")
@@ -130,7 +137,6 @@ def _finish(
             f"The env ended the episode of task {task.id!r} without info['trajectory']; "
             "the last step's info must hold the finished Trajectory."
         )
-    timing = EpisodeTiming(total_s=time.perf_counter() - started, policy_s=policy_s, env_s=env_s, search_s=search_s)
     return EpisodeResult(
         task_id=task.id,
         policy=policy.name,
@@ -139,6 +145,7 @@ def _finish(
         reward_components=dict(info.get("reward_components") or {}),
         messages=messages,
         timing=timing,
+        walk=walk,
     )
 
 

@@ -20,7 +20,7 @@ def serve_memory(
     builder_llm_base_url: Annotated[str | None, typer.Option(help="memora/nemori: LLM endpoint (.../v1).")] = None,
     builder_llm_model: Annotated[str | None, typer.Option(help="memora/nemori: served model name.")] = None,
     budget: Annotated[float, typer.Option(help="Default walk budget of a retrieve.")] = 8.0,
-    runs_dir: Annotated[Path | None, typer.Option(help="Eval runs folder shown on the report page.")] = None,
+    runs_dir: Annotated[Path | None, typer.Option(help="Eval runs folder: report page and record walks.")] = None,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8700,
     mcp_stdio: Annotated[bool, typer.Option(help="Serve only the MCP tools over stdin/stdout.")] = False,

@@ -43,7 +43,8 @@ class ServeConfig(StrictModel):
     max_ingest_turns: int = Field(default=500, ge=1)
     """Most turns one `/v1/ingest` batch may carry (one transaction per batch)."""
     runs_dir: Path | None = None
-    """Folder holding eval runs and `eval compare` outputs for the report page (None: the page says how to set it)."""
+    """Folder holding eval runs and `eval compare` outputs for the report page and the record walks of `/walk`
+    (None: the page says how to set it); runs are named relative to it, and nothing outside it is read."""
     host: str = "127.0.0.1"
     """Interface uvicorn binds to."""
     port: int = Field(default=8700, ge=0, le=65535)

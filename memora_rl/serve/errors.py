@@ -1,4 +1,4 @@
-"""HTTP error bodies naming the field and the fix: validation (422), unknown graph or entry (404), bad input (400)."""
+"""HTTP error bodies naming the field and the fix: validation (422), unknown graph, entry, run (404), bad input."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from memora_rl.errors import ConfigError, GraphError
+from memora_rl.serve.eval_runs import EvalRunError
 from memora_rl.serve.graphs import UnknownGraphError
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,10 @@ async def _on_graph_error(_: Request, error: GraphError) -> JSONResponse:
     return _body(404 if "not in graph" in text or "not in store" in text else 400, text)
 
 
+async def _on_eval_run_error(_: Request, error: EvalRunError) -> JSONResponse:
+    return _body(error.status, str(error))
+
+
 async def _on_config_error(_: Request, error: ConfigError) -> JSONResponse:
     field = str(error).split(":", 1)[0] if ":" in str(error) else "body"
     return _body(422, str(error), [{"field": field, "message": str(error), "fix": FIXES.get(field, "see /docs")}])
@@ -74,3 +79,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(UnknownGraphError, _on_unknown_graph)  # type: ignore[arg-type]
     app.add_exception_handler(GraphError, _on_graph_error)  # type: ignore[arg-type]
     app.add_exception_handler(ConfigError, _on_config_error)  # type: ignore[arg-type]
+    app.add_exception_handler(EvalRunError, _on_eval_run_error)  # type: ignore[arg-type]

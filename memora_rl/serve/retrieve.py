@@ -16,6 +16,7 @@ from typing import Any
 
 from memora_rl.core.render import count_tokens
 from memora_rl.core.trajectory import Trajectory
+from memora_rl.core.walk import WalkLog, WalkStep
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.deps import Judge
@@ -26,7 +27,7 @@ from memora_rl.memory.records import Episode, MemoryEntry
 from memora_rl.memory.store import GraphStore
 from memora_rl.policy.base import Message
 from memora_rl.policy.render import chat_opener
-from memora_rl.serve.schemas import ContextMode, FrontierNode, RetrieveRequest, RetrieveResponse, WalkStep
+from memora_rl.serve.schemas import ContextMode, RetrieveRequest, RetrieveResponse
 
 logger = logging.getLogger(__name__)
 
@@ -64,35 +65,22 @@ def context_text(entries: list[MemoryEntry], episodes: list[Episode], mode: Cont
     return f"{episodic}\n\n{factual}" if episodic else factual
 
 
-def _state(step: int, observation: str, info: dict[str, Any]) -> WalkStep:
-    """The walk step of the state described by an env `info`."""
-    return WalkStep(
-        step=step,
-        observation=observation,
-        working_set_ids=list(info["working_set_ids"]),
-        frontier=[FrontierNode(id=item["id"], anchor=item["anchor"]) for item in info["frontier"]],
-        budget_left=float(info["budget_left"]),
-    )
-
-
 def play_walk(env: RetrievalEnv, task: Task, act: ActFn) -> tuple[list[WalkStep], dict[str, Any], float]:
     """Play one episode, recording each state and action; returns (walk, final info, search seconds)."""
     observation, info = env.reset(seed=0, options={"task": task})
     search_s = env.last_search_s
     messages = chat_opener(env.config)(observation)
-    walk: list[WalkStep] = []
-    for number in range(env.config.max_steps + 1):
-        state = _state(number, observation, dict(info))
+    log = WalkLog()
+    for _ in range(env.config.max_steps + 1):
+        log.seen(observation, info)
         text = act(messages, dict(info))
         observation, _, terminated, truncated, info = env.step(text)
         search_s += env.last_search_s
-        walk.append(
-            state.model_copy(update={"action_text": text, "action": info["action"], "error": info["parse_error"]})
-        )
+        log.acted(text, info)
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": observation}]
         if terminated or truncated:
-            walk.append(_state(number + 1, observation, dict(info)))
-            return walk, dict(info), search_s
+            log.ended(observation, info)
+            return log.walk() or [], dict(info), search_s
     raise RolloutError(f"The walk on {task.conversation_id!r} did not end within {env.config.max_steps} steps.")
 
 

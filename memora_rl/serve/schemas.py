@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memora_rl.core.walk import FrontierNode as FrontierNode  # re-exported: the walk's shape lives in core
+from memora_rl.core.walk import WalkStep
 from memora_rl.memory.records import Episode, MemoryEntry
 
 ContextMode = Literal["factual", "episodic", "episodic+factual"]
@@ -29,30 +31,6 @@ class RetrieveRequest(_Request):
     budget: float | None = Field(default=None, gt=0.0, description="Walk budget (default: the server's).")
     context_mode: ContextMode = Field(default="factual", description="factual | episodic | episodic+factual.")
     top_k: int | None = Field(default=None, ge=1, le=50, description="Entries of the first search (default 5).")
-
-
-class FrontierNode(BaseModel):
-    """A frontier entry the policy could expand at one step."""
-
-    id: str
-    anchor: str
-    """The cue anchor linking it to the working set."""
-
-
-class WalkStep(BaseModel):
-    """The state the policy saw at one step and the action it took there."""
-
-    step: int
-    observation: str
-    """The rendered prompt text the policy saw."""
-    working_set_ids: list[str]
-    frontier: list[FrontierNode]
-    budget_left: float
-    action_text: str | None = None
-    """The policy's raw action (None on the final state)."""
-    action: str | None = None
-    """Kind of the action: expand, refine, stop, invalid (None on the final state)."""
-    error: str | None = None
 
 
 class RetrieveResponse(BaseModel):

@@ -1,7 +1,7 @@
 """The web page: graph list, search with channel scores, entry pages, the walk viewer and the eval report.
 
 Server-rendered Jinja2 templates; the walk viewer alone uses a little JavaScript (static/walk.js)
-to call /v1/retrieve and step through the walk.
+to step through a walk: a live one from /v1/retrieve, or an eval record's, given inline in the page.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from fastapi.templating import Jinja2Templates
 
 from memora_rl.errors import GraphError
 from memora_rl.serve.api import entry_detail, search_graph, service_of
+from memora_rl.serve.eval_runs import EvalRunError, find_record, report_runs
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
-REPORT_FILES = ("results.md", "compare.md", "comparison.md")
-"""Markdown tables the report page shows from each run folder, in this order."""
 
 router = APIRouter(include_in_schema=False)
 
@@ -48,29 +47,28 @@ def entry_page(request: Request, graph: str, entry_id: str) -> HTMLResponse:
 
 
 @router.get("/walk", response_class=HTMLResponse)
-def walk_page(request: Request, graph: str = "", question: str = "") -> HTMLResponse:
-    """The walk viewer: run a live retrieve and step through it (states drawn by static/walk.js)."""
+def walk_page(request: Request, graph: str = "", question: str = "", run: str = "", task: str = "") -> HTMLResponse:
+    """The walk viewer: a live retrieve, or with `run` and `task` an eval record's walk (drawn by static/walk.js).
+
+    `run` is an eval run folder relative to `--runs-dir` (as the report page names it), `task` a task id in it.
+    """
     service = service_of(request)
     context = {"graphs": service.graphs.graph_ids(), "graph": graph, "question": question,
-               "policy": service.policy.name}  # fmt: skip
+               "policy": service.policy.name, "record": None, "run": run}  # fmt: skip
+    if run or task:
+        if not (run and task):
+            raise EvalRunError(400, "An eval walk needs both run (a folder under --runs-dir) and task (its task id).")
+        record = find_record(service.config.runs_dir, run, task)
+        steps = [step.model_dump(mode="json") for step in record.walk or []]
+        context |= {"record": record, "walk_data": {"walk": steps, "entries": []}}
     return TEMPLATES.TemplateResponse(request, "walk.html", context)
-
-
-def _report_runs(runs_dir: Path) -> list[dict]:
-    """Run folders under `runs_dir` holding a Markdown table, with their table text and PNG plots."""
-    runs = []
-    for folder in sorted({path.parent for name in REPORT_FILES for path in runs_dir.rglob(name)}):
-        tables = [(folder / name).read_text(encoding="utf-8") for name in REPORT_FILES if (folder / name).is_file()]
-        plots = [str(path.relative_to(runs_dir)) for path in sorted(folder.glob("*.png"))]
-        runs.append({"name": str(folder.relative_to(runs_dir)) or ".", "tables": tables, "plots": plots})
-    return runs
 
 
 @router.get("/report", response_class=HTMLResponse)
 def report_page(request: Request) -> HTMLResponse:
-    """Eval reports found under `--runs-dir`: each run's table (eval compare or results) and its plots."""
+    """Eval reports found under `--runs-dir`: each run's table (eval compare or results), plots and records."""
     runs_dir = service_of(request).config.runs_dir
-    runs = _report_runs(runs_dir) if runs_dir is not None and runs_dir.is_dir() else []
+    runs = report_runs(runs_dir) if runs_dir is not None and runs_dir.is_dir() else []
     return TEMPLATES.TemplateResponse(request, "report.html", {"runs_dir": runs_dir, "runs": runs})
 
 

@@ -135,3 +135,25 @@ def client(live_server: LiveServer) -> Iterator[httpx.Client]:
     """An HTTP client on the live server."""
     with httpx.Client(base_url=live_server.url, timeout=60) as http:
         yield http
+
+
+EVAL_RUN = "heuristic"
+"""Folder (under the eval runs folder) of the real heuristic eval run the walk-viewer tests read."""
+
+
+@pytest.fixture(scope="session")
+def eval_runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An eval runs folder holding one real run: the heuristic policy on two synthetic questions (multi-step walks)."""
+    from memora_rl.evaluation.config import EvalConfig
+    from memora_rl.evaluation.offline import run_eval
+
+    runs = tmp_path_factory.mktemp("eval-runs")
+    run_eval(EvalConfig(env="synthetic", policy="heuristic", limit=2, out=runs / EVAL_RUN))
+    return runs
+
+
+@pytest.fixture(scope="session")
+def eval_server(friends_store: Path, eval_runs_dir: Path, embedder) -> Iterator[str]:
+    """serve-memory started with `--runs-dir` on the eval runs folder, in real uvicorn; yields its URL."""
+    with running_server(make_service([friends_store], embedder, runs_dir=eval_runs_dir)) as url:
+        yield url

@@ -92,3 +92,38 @@ def test_report_page_without_runs_says_how_to_set_them(browser, live_server: Liv
 
     browser.get(live_server.url + "/report")
     assert "--runs-dir" in browser.find_element(By.ID, "no-runs").text
+
+
+def test_walk_viewer_steps_through_an_eval_records_walk(browser, eval_server: str, eval_runs_dir: Path) -> None:
+    import json
+
+    from selenium.webdriver.common.by import By
+
+    from tests.serve.conftest import EVAL_RUN
+
+    lines = (eval_runs_dir / EVAL_RUN / "records.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    steps = record["walk"]
+    browser.get(eval_server + "/report")
+    browser.find_element(By.CSS_SELECTOR, "details.records summary").click()
+    browser.find_element(By.CSS_SELECTOR, "a.walk-link").click()  # the first record's walk
+    assert browser.find_element(By.ID, "record-question").text == record["question"]
+    assert browser.find_element(By.ID, "record-gold").text == record["gold_answer"]
+    assert browser.find_element(By.ID, "record-recall").text == f"{record['evidence_recall']:.3f}"
+    assert browser.find_element(By.ID, "record-judge").text == f"{record['judge_total']:.3f}"
+    assert browser.find_element(By.ID, "viewer").is_displayed()
+    shown = []
+    for number, step in enumerate(steps, start=1):
+        assert browser.find_element(By.ID, "position").text == f"step {number} / {len(steps)}"
+        assert browser.find_element(By.ID, "observation").text.strip() == step["observation"].strip()
+        working = browser.find_elements(By.CSS_SELECTOR, "#graph-view circle.working")
+        assert [circle.get_attribute("data-id") for circle in working] == step["working_set_ids"]
+        shown.append(browser.find_element(By.ID, "action").text)
+        if number < len(steps):
+            browser.find_element(By.ID, "next").click()
+    expected = [f"{s['action']}: {s['action_text']}" for s in steps[:-1]] + ["(final state)"]
+    assert shown == expected and shown[0].startswith('expand: {"action": "expand"')
+    assert browser.find_element(By.ID, "next").get_attribute("disabled")
+    assert record["retrieved_ids"][0] in browser.find_element(By.ID, "retrieved").text
+    browser.find_element(By.ID, "prev").click()
+    assert browser.find_element(By.ID, "action").text == expected[-2]

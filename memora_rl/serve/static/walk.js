@@ -1,4 +1,4 @@
-// Walk viewer: run POST /v1/retrieve and step through the returned walk (no framework, no build).
+// Walk viewer: step through a walk, from POST /v1/retrieve or an eval record given inline (no framework, no build).
 "use strict";
 const $ = (id) => document.getElementById(id);
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -78,6 +78,14 @@ async function run(event) {
   show(0);
 }
 
-$("walk-form").addEventListener("submit", run);
+// An eval record's walk comes inline as JSON ({walk, entries}); otherwise the form runs a live retrieve.
+function showInline(element) {
+  walk = JSON.parse(element.textContent);
+  $("viewer").hidden = false;
+  show(0);
+}
+
 $("prev").addEventListener("click", () => show(position - 1));
 $("next").addEventListener("click", () => show(position + 1));
+if ($("walk-data")) showInline($("walk-data"));
+else if ($("walk-form")) $("walk-form").addEventListener("submit", run);
