@@ -68,22 +68,29 @@ class VLLMGenerator:
         self.stop_ids = list(stop_ids or [])
         self.max_batch = max_batch
         self.seed = seed
+        self.step = 0
+        """Optimizer step whose adapter is served; seeds are drawn per step, so a resumed run replays them."""
         self._sampled = 0
         self._client = httpx.Client(timeout=timeout_s)
+
+    def use_adapter(self, model: str, step: int) -> None:
+        """Sample from the served adapter `model` of optimizer step `step` (seeds restart from that step's own)."""
+        self.model, self.step, self._sampled = model, step, 0
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Generated]:
         """POST the prompts (as token ids) to `/completions`: in chunks of `max_batch`, or one seeded request each.
 
-        With a `seed`, prompt i of the n-th prompt this generator samples gets its own seed derived from
-        (seed, n): the same generator seed replays the same samples, and the G copies of a prompt in a GRPO
-        group still differ (vLLM gives every prompt of one request the same seed).
+        With a `seed`, the n-th prompt sampled since step `step` began gets its own seed derived from
+        (seed, step, n): the same seed replays the same samples, also after a resume from a checkpoint,
+        and the G copies of a prompt in a GRPO group still differ (vLLM gives every prompt of one
+        request the same seed).
         """
         if self.seed is None:
             results: list[Generated] = []
             for start in range(0, len(prompts), self.max_batch):
                 results.extend(self._complete(prompts[start : start + self.max_batch], max_new_tokens, temperature))
             return results
-        seeds = [sample_seed(self.seed, self._sampled + index) for index in range(len(prompts))]
+        seeds = [sample_seed(self.seed, self.step, self._sampled + index) for index in range(len(prompts))]
         self._sampled += len(prompts)
         with ThreadPoolExecutor(max_workers=self.max_batch) as pool:
             futures = [
@@ -129,13 +136,13 @@ class VLLMGenerator:
         self._client.close()
 
 
-def sample_seed(seed: int, index: int) -> int:
-    """The vLLM seed of the `index`-th prompt sampled by a generator seeded with `seed` (31 bits).
+def sample_seed(seed: int, step: int, index: int) -> int:
+    """The vLLM seed of the `index`-th prompt sampled in optimizer step `step` of a run seeded with `seed` (31 bits).
 
-    >>> sample_seed(0, 1) == sample_seed(0, 1) != sample_seed(0, 2)
+    >>> sample_seed(0, 1, 1) == sample_seed(0, 1, 1) != sample_seed(0, 1, 2) != sample_seed(0, 2, 1)
     True
     """
-    digest = hashlib.sha256(f"{seed}:{index}".encode()).digest()
+    digest = hashlib.sha256(f"{seed}:{step}:{index}".encode()).digest()
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 

@@ -1,8 +1,9 @@
 """Adapter-only weight sync: after each optimizer step, hot-load the new LoRA into the vLLM server.
 
 The adapter is saved with `save_pretrained`, loaded under a fresh name `policy_v<step>`
-(`/v1/load_lora_adapter`), the rollout generator is switched to that name, and the previous
-name is unloaded. No NCCL and no full-weight copies, so it works on CPU and GPU (docs/architecture.md).
+(`/v1/load_lora_adapter`), the rollout generator is switched to that name (and to that step's
+sampling seeds), and the previous name is unloaded. No NCCL and no full-weight copies, so it
+works on CPU and GPU (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class AdapterSync(TrainerCallback):
             model.save_pretrained(str(folder))
             load_lora_adapter(self.server_url, name, str(folder), inplace=True)  # a resumed run may reuse a name
         _barrier()
-        self.generator.model = name
+        self.generator.use_adapter(name, step)
         if is_main and self.loaded is not None and self.loaded != name:
             unload_lora_adapter(self.server_url, self.loaded)
         self.loaded = name

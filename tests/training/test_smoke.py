@@ -49,6 +49,15 @@ def data_order(run_dir: Path) -> dict[int, list[str]]:
     return {record["step"]: record["task_ids"] for record in read_jsonl(run_dir / "data_order.jsonl")}
 
 
+def adapter_difference(first: Path, second: Path) -> float:
+    """Largest absolute difference between two saved adapters' weights (same tensor names required)."""
+    from safetensors.torch import load_file
+
+    a, b = (load_file(str(folder / "adapter_model.safetensors")) for folder in (first, second))
+    assert a.keys() == b.keys()
+    return max((a[name] - b[name]).abs().max().item() for name in a)
+
+
 def check_trained(result, seeded: bool = True) -> None:
     """Two logged steps with a finite loss and every judge component, and LoRA B moved off zero.
 
@@ -182,6 +191,7 @@ def test_resume_reaches_the_same_step_with_the_same_data_order(transformers_run,
     # step 1 moved the adapter away from the reference; a resume that lost it would show KL == 0 again
     assert straight[0]["train/grad_norm"] > 0 and straight[1]["train/kl"] > 0
     assert resumed[1]["train/kl"] > 0
+    assert adapter_difference(result.adapter_dir, transformers_run.adapter_dir) < 1e-5  # the same final adapter
 
 
 PROBE_TEXT = 'Question: where does Alice work?\n{"action": "expand", "ids": ["e3"]}'
@@ -343,3 +353,4 @@ def test_vllm_run_whose_server_dies_fails_clearly_and_resumes_to_the_same_run(vl
     assert result.final_step == 2
     assert data_order(result.run_dir) == data_order(straight.run_dir)
     assert [r["step"] for r in read_jsonl(result.metrics_path)] == [1, 2]
+    assert adapter_difference(result.adapter_dir, straight.adapter_dir) < 1e-4  # seeded sampling: the same run
