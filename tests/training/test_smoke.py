@@ -236,8 +236,26 @@ class _ServedAdapterProbe(TrainerCallback):
         })  # fmt: skip
 
 
-VLLM_TINY = ("backend=vllm", "grpo.learning_rate=1e-2")
-"""The vLLM runs: a larger step than the transformers ones, so one step moves logprobs far past rounding."""
+VLLM_TINY = ("backend=vllm",)
+"""The vLLM runs: the tiny settings on the shared server."""
+
+
+class _NudgeAdapter(TrainerCallback):
+    """After each optimizer step, add seeded noise to every LoRA B, so the adapter moves at every step.
+
+    A one-task step of the untrained model often has no reward variance (every sampled action
+    invalid), hence no gradient: the served and trained adapters would agree trivially. The noise
+    depends on the step only, so an interrupted and resumed run nudges exactly as a straight one.
+    """
+
+    def on_optimizer_step(self, args, state, control, model=None, **kwargs):
+        import torch
+
+        generator = torch.Generator().manual_seed(state.global_step + 1)  # global_step counts the step after this
+        with torch.no_grad():
+            for name, param in sorted(model.named_parameters()):
+                if "lora_B" in name:
+                    param.add_(0.02 * torch.randn(param.shape, generator=generator, dtype=param.dtype))
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +267,7 @@ def vllm_run(tmp_path_factory, vllm_server):
     url = vllm_server.base_url
     probe = _ServedAdapterProbe(url, "vl", load_tokenizer("smollm2-135m-instruct"))
     config = tiny_config(tmp_path_factory.mktemp("runs"), *VLLM_TINY, f"server.url={url}", "run_name=vl")
-    return run(config, callbacks=[probe]), probe
+    return run(config, callbacks=[_NudgeAdapter(), probe]), probe
 
 
 @pytest.mark.slow
@@ -260,11 +278,13 @@ def test_vllm_backend_trains_two_steps_with_adapter_hot_swap(vllm_run, vllm_serv
 
     result, probe = vllm_run
     assert result.final_step == 2
-    check_trained(result, seeded=False)
+    records = read_jsonl(result.metrics_path)
+    assert [r["step"] for r in records] == [1, 2] and all(math.isfinite(r["train/loss"]) for r in records)
+    assert all({"reward/correctness", "reward/format", "reward/cost", "reward/total"} <= set(r) for r in records)
     assert len(probe.steps) == 2
     for step in probe.steps:  # float32 on both sides: the served adapter is the trainer's, to rounding
         assert step["served_vs_trainer"] < 2e-3, probe.steps
-    assert any(step["trainer_vs_base"] > 0.05 for step in probe.steps), probe.steps  # a stale adapter would show
+    assert all(step["trainer_vs_base"] > 0.05 for step in probe.steps), probe.steps  # a stale adapter would show
     assert all(r["time/adapter_sync_mean_s"] < 10 for r in read_jsonl(result.metrics_path))
     served = [m["id"] for m in list_served_models(vllm_server.base_url)]
     assert not any(name.startswith("vl-policy_v") for name in served)  # every adapter of the run was unloaded
@@ -342,15 +362,20 @@ def test_vllm_run_whose_server_dies_fails_clearly_and_resumes_to_the_same_run(vl
     proxy = _Proxy(urlparse(vllm_server.base_url).port)
     config = tiny_config(tmp_path, *VLLM_TINY, f"server.url=http://127.0.0.1:{proxy.port}/v1", "run_name=vr")
     with pytest.raises((RolloutError, ServerError)) as error:
-        run(config, callbacks=[_KillServerAfterFirstCheckpoint(proxy)])
+        run(config, callbacks=[_NudgeAdapter(), _KillServerAfterFirstCheckpoint(proxy)])
     assert "checkpoint-1" in str(error.value) and "--resume" in str(error.value)
     assert (config.output_dir / "checkpoint-1").is_dir() and not (config.output_dir / "final").exists()
 
     live = config.model_copy(
         update={"resume": True, "server": config.server.model_copy(update={"url": vllm_server.base_url})}
     )
-    result = run(live)
+    result = run(live, callbacks=[_NudgeAdapter()])
     assert result.final_step == 2
     assert data_order(result.run_dir) == data_order(straight.run_dir)
     assert [r["step"] for r in read_jsonl(result.metrics_path)] == [1, 2]
     assert adapter_difference(result.adapter_dir, straight.adapter_dir) < 1e-4  # seeded sampling: the same run
+
+    def second_batch(run_dir: Path) -> list[list[str]]:
+        return [r["actions"] for r in read_jsonl(run_dir / "samples.jsonl") if r["step"] == 1]
+
+    assert second_batch(result.run_dir) == second_batch(straight.run_dir)  # the resumed step samples what it did
