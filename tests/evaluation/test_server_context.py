@@ -24,7 +24,7 @@ def test_a_server_shorter_than_the_envs_chat_is_named_before_playing(vllm_server
     with caplog.at_level(logging.WARNING, logger="memora_rl.evaluation.policies"):
         make_graph_policy(spec, EnvConfig(max_prompt_tokens=1024), base_url=vllm_server.base_url)
     warning = " ".join(record.getMessage() for record in caplog.records)
-    assert "holds 4096 tokens (max_model_len)" in warning and "--max-model-len 8192" in warning
+    assert "holds 4096 tokens (max_model_len)" in warning and "--max-model-len 7168" in warning
 
 
 @pytest.mark.slow
