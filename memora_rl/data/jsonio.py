@@ -8,10 +8,15 @@ missing key or a wrong type becomes one `DataError` such as
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from memora_rl.errors import DataError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 _TYPE_NAMES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "object"}
 
@@ -93,3 +98,24 @@ def answer_text(value: Any, where: str, key: str) -> str:
     """Normalise an answer that may be a string or a number (some datasets store years as ints)."""
     check_type(value, (str, int, float), where, key)
     return value if isinstance(value, str) else str(value)
+
+
+def read_model_lines(
+    path: Path, model: type[ModelT], damaged: Callable[[int, ValidationError], Exception]
+) -> list[ModelT]:
+    """One `model` per non-blank line of an appended JSONL file, in file order.
+
+    A bad last line is a writer killed mid-line and is skipped; a bad earlier line is damage and
+    raises `damaged(line_number, error)`.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    items = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(model.model_validate_json(line))
+        except ValidationError as error:
+            if number != len(lines):
+                raise damaged(number, error) from error
+    return items

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from memora_rl.data.jsonio import read_model_lines
 from memora_rl.errors import EvalError
 from memora_rl.evaluation.compare import MetricDelta
 from memora_rl.evaluation.metrics import OVERALL
@@ -39,18 +40,11 @@ def read_records(path: Path) -> list[QuestionRecord]:
     path = path / RECORDS_FILE if path.is_dir() else path
     if not path.is_file():
         raise EvalError(f"{path} does not exist: pass a folder written by `memora-rl eval` (it holds {RECORDS_FILE}).")
-    records = []
-    lines = path.read_text().splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(QuestionRecord.model_validate_json(line))
-        except ValidationError as error:
-            if number == len(lines):
-                break
-            raise EvalError(f"{path}:{number} is not a valid evaluation record: {error}") from error
-    return records
+
+    def damaged(number: int, error: ValidationError) -> EvalError:
+        return EvalError(f"{path}:{number} is not a valid evaluation record: {error}")
+
+    return read_model_lines(path, QuestionRecord, damaged)
 
 
 def append_record(path: Path, record: QuestionRecord) -> None:

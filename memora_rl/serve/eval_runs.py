@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memora_rl.core.walk import WalkStep
+from memora_rl.data.jsonio import read_model_lines
 from memora_rl.errors import EvalError
 
 REPORT_FILES = ("results.md", "compare.md", "comparison.md")
@@ -74,17 +75,11 @@ def read_views(folder: Path) -> list[RecordView]:
         EvalRunError: a line before the last is not a record (500: the file is damaged).
     """
     path = folder / RECORDS_FILE
-    lines = path.read_text(encoding="utf-8").splitlines()
-    views = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            views.append(RecordView.model_validate_json(line))
-        except ValidationError as error:
-            if number != len(lines):  # a torn last line is a run killed mid-write; anything else is damage
-                raise EvalRunError(500, f"{path}:{number} is not an eval record: {error}") from error
-    return views
+
+    def damaged(number: int, error: ValidationError) -> EvalRunError:
+        return EvalRunError(500, f"{path}:{number} is not an eval record: {error}")
+
+    return read_model_lines(path, RecordView, damaged)
 
 
 def find_record(runs_dir: Path | None, run: str, task: str) -> RecordView:
