@@ -13,7 +13,7 @@ class UpsertConfig(StrictModel):
     """How create-or-update finds the existing entries a candidate may merge into."""
 
     gamma: float = Field(default=0.80, ge=-1.0, le=1.0)
-    """Cosine threshold (unitless, -1..1): existing abstractions at least this close go to the decider."""
+    """Cosine threshold (unitless, -1..1): existing abstractions (NEMORI: fact values) this close go to the decider."""
     top_k: int = Field(default=5, ge=1)
     """At most this many similar entries (best first) are shown to the decider."""
 

@@ -132,6 +132,12 @@ class GraphCache:
         self.entry_anchors[entry].add(anchor)
         self.anchor_entries[anchor].add(entry)
 
+    def unlink(self, entry_id: str, anchor_id: str) -> None:
+        """Forget an entry-anchor link (the anchor stays; pruning is separate)."""
+        entry, anchor = self.entry_row[entry_id], self.anchor_row[anchor_id]
+        self.entry_anchors[entry].discard(anchor)
+        self.anchor_entries[anchor].discard(entry)
+
     def remove_anchor(self, anchor_id: str) -> None:
         """Tombstone an anchor (it must have no entries left)."""
         row = self.anchor_row.pop(anchor_id)

@@ -22,6 +22,11 @@ class Episode(BaseModel):
     start_time: datetime | None = None
     end_time: datetime | None = None
 
+    @property
+    def embedding_text(self) -> str:
+        """What the episode is embedded by: its cue (title) and its text, so a search sees both (NEMORI)."""
+        return "\n".join(part for part in (self.title.strip(), self.text.strip()) if part) or self.id
+
 
 class ValueVersion(BaseModel):
     """An earlier value of an entry, kept when a newer value replaced or merged it."""

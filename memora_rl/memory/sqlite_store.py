@@ -44,7 +44,7 @@ from memora_rl.memory.search import (
     selective_words,
     vector_rankings,
 )
-from memora_rl.memory.store import Decider, IntegrityReport, SearchFilters, UpsertResult
+from memora_rl.memory.store import Decider, IntegrityReport, SearchFilters, SimilarBy, UpsertResult
 from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
 from memora_rl.memory.views import GraphViews
 from memora_rl.memory.writer import GraphWriter
@@ -129,7 +129,7 @@ class SQLiteGraphStore:
 
     # --- writes (done by `GraphWriter`) ------------------------------------------------------
     def add_episode(self, episode: Episode) -> Episode:
-        """Store (or replace, by id) an episode with the embedding of its text."""
+        """Store (or replace, by id) an episode with the embedding of its cue + text."""
         return self._writer.add_episode(episode)
 
     def upsert_entry(
@@ -141,6 +141,7 @@ class SQLiteGraphStore:
         abstraction_vector: np.ndarray | None = None,
         value_vector: np.ndarray | None = None,
         anchor_vectors: Mapping[str, np.ndarray] | None = None,
+        similar_by: SimilarBy = "abstraction",
     ) -> UpsertResult:
         """Create-or-update an entry; see `GraphWriter.upsert_entry`."""
         return self._writer.upsert_entry(
@@ -150,6 +151,7 @@ class SQLiteGraphStore:
             abstraction_vector=abstraction_vector,
             value_vector=value_vector,
             anchor_vectors=anchor_vectors,
+            similar_by=similar_by,
         )
 
     def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, FrontierItem, MemoryEntry, SearchHit
 
@@ -21,10 +21,18 @@ class MergeDecision(BaseModel):
     """The value after merging (None keeps the candidate's value as the new value)."""
     refined_abstraction: str | None = None
     """A better abstraction for the merged entry, or None to keep the existing one."""
+    anchors: list[str] | None = Field(default=None, min_length=1)
+    """Cue anchors re-derived from the merged value: they replace the entry's anchors (anchors left with
+    no entry are pruned); None keeps the entry's anchors and adds the candidate's."""
+
+
+SimilarBy = Literal["abstraction", "value"]
+"""Which vectors create-or-update compares: a candidate's abstraction with the stored abstractions, or its
+value with the stored values (NEMORI reconciles a fact by the fact's own embedding)."""
 
 
 Decider = Callable[[EntryCandidate, Sequence[MemoryEntry]], MergeDecision]
-"""Given a candidate and its similar existing entries (cosine >= gamma, top-k), decide."""
+"""Given a candidate and its similar existing entries (cosine >= gamma, top-k, see `SimilarBy`), decide."""
 
 
 class UpsertResult(BaseModel):
@@ -62,11 +70,13 @@ class GraphStore(Protocol):
         ...
 
     def add_episode(self, episode: Episode) -> Episode:
-        """Store an episode (embedding its text)."""
+        """Store an episode (embedding its cue + text)."""
         ...
 
-    def upsert_entry(self, graph_id: str, candidate: EntryCandidate, decider: Decider) -> UpsertResult:
-        """Create-or-update: compare with existing abstractions, let `decider` merge or create, link anchors."""
+    def upsert_entry(
+        self, graph_id: str, candidate: EntryCandidate, decider: Decider, *, similar_by: SimilarBy = "abstraction"
+    ) -> UpsertResult:
+        """Create-or-update: compare with existing abstractions (or values), let `decider` merge or create."""
         ...
 
     def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:

@@ -20,7 +20,7 @@ from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.connection import StoreConnection
 from memora_rl.memory.graph_cache import EntryRow, GraphCache, timestamp
 from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, MemoryEntry, ValueVersion
-from memora_rl.memory.store import Decider, MergeDecision, UpsertResult
+from memora_rl.memory.store import Decider, MergeDecision, SimilarBy, UpsertResult
 from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
 from memora_rl.memory.views import GraphViews
 
@@ -37,9 +37,13 @@ class _Plan:
     entry: MemoryEntry
     abstraction_vector: np.ndarray
     value_vector: np.ndarray
+    anchor_texts: list[str]
+    """Anchors to link: the candidate's, or on a merge the decider's re-derived ones when it gave any."""
     target: MemoryEntry | None = None
     old: ValueVersion | None = None
     """The target's value before the merge, appended to its history."""
+    replace_anchors: bool = False
+    """True when `anchor_texts` replace the target's anchors instead of joining them."""
 
 
 class GraphWriter:
@@ -65,8 +69,8 @@ class GraphWriter:
         self.config = config
 
     def add_episode(self, episode: Episode) -> Episode:
-        """Store (or replace, by id) an episode with the embedding of its text."""
-        vector = self._embed([episode.text or episode.title or episode.id])[0]
+        """Store (or replace, by id) an episode with the embedding of its cue + text (`Episode.embedding_text`)."""
+        vector = self._embed([episode.embedding_text])[0]
         with self._views.transaction() as conn:
             self._db.record_dim(conn, len(vector))
             sql_io.ensure_graph(conn, episode.graph_id)
@@ -107,11 +111,14 @@ class GraphWriter:
         abstraction_vector: np.ndarray | None = None,
         value_vector: np.ndarray | None = None,
         anchor_vectors: Mapping[str, np.ndarray] | None = None,
+        similar_by: SimilarBy = "abstraction",
     ) -> UpsertResult:
-        """Create-or-update: the top-k existing abstractions with cosine >= gamma go to `decider`.
+        """Create-or-update: the top-k existing abstractions (or values) with cosine >= gamma go to `decider`.
 
         A merge keeps the old value in `history`, may refine the abstraction, and unions source
-        turn ids, episode ids and anchors; otherwise a new entry is created. Pass precomputed
+        turn ids and episode ids. Anchors re-derived by the decider (`MergeDecision.anchors`) replace
+        the entry's, and anchors left with no entry are pruned in the same transaction; without them
+        the candidate's anchors join the entry's. Otherwise a new entry is created. Pass precomputed
         unit vectors (`anchor_vectors` maps anchor text -> vector) to skip embedding.
 
         The decider runs outside the write lock (it may be a slow LLM call). When another writer
@@ -124,16 +131,17 @@ class GraphWriter:
         dim = self._vector_dim(abstraction_vector)
         abstraction_vector = as_unit_vector(abstraction_vector, dim, "The abstraction vector")
         value_vector = as_unit_vector(value_vector, dim, "The value vector")
-        anchors_by_text = self._anchor_vectors(candidate.anchors, anchor_vectors)
         seen = self._db.write_token()
-        plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector)
+        plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector, similar_by)
+        anchors_by_text = self._anchor_vectors(plan.anchor_texts, anchor_vectors)
         with self._views.transaction() as conn:
             if self._db.write_token() != seen:  # BEGIN IMMEDIATE holds the write lock: this read cannot go stale
-                plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector)
+                plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector, similar_by)
+                anchors_by_text = self._anchor_vectors(plan.anchor_texts, anchor_vectors)
             if plan.target is None:
-                seq, anchors = self._write_create(conn, graph_id, candidate, plan, anchors_by_text)
+                seq, anchors = self._write_create(conn, graph_id, plan, anchors_by_text)
             else:
-                anchors, added = self._write_merge(conn, graph_id, candidate, plan, anchors_by_text)
+                anchors, added, unlinked, pruned = self._write_merge(conn, graph_id, plan, anchors_by_text)
         cache = self._views.loaded(graph_id)
         if plan.target is None:
             plan.entry.anchor_ids = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
@@ -143,10 +151,15 @@ class GraphWriter:
                 cache.add_entries([row], plan.abstraction_vector[None], plan.value_vector[None])
                 self._sync_links(cache, entry.id, anchors, anchors_by_text)
             return UpsertResult(entry=plan.entry, created=True)
-        plan.entry.anchor_ids = _union(plan.target.anchor_ids, [ref.id for ref in anchors.values()])
+        linked = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
+        plan.entry.anchor_ids = linked if plan.replace_anchors else _union(plan.target.anchor_ids, linked)
         if cache is not None:
             cache.update_entry(plan.target.id, plan.abstraction_vector, plan.value_vector, added)
             self._sync_links(cache, plan.target.id, anchors, anchors_by_text)
+            for anchor_id in unlinked:
+                cache.unlink(plan.target.id, anchor_id)
+            for anchor_id in pruned:
+                cache.remove_anchor(anchor_id)
         return UpsertResult(entry=plan.entry, created=False)
 
     def _plan(
@@ -156,9 +169,11 @@ class GraphWriter:
         decider: Decider,
         abstraction_vector: np.ndarray,
         value_vector: np.ndarray,
+        similar_by: SimilarBy,
     ) -> _Plan:
         """Read the similar entries, ask the decider, and work out what its answer writes."""
-        similar = self._similar_entries(graph_id, abstraction_vector)
+        compared = abstraction_vector if similar_by == "abstraction" else value_vector
+        similar = self._similar_entries(graph_id, compared, similar_by)
         decision = decider(candidate, similar) if similar else MergeDecision(action="create")
         if decision.action == "create":
             entry = MemoryEntry(
@@ -167,7 +182,7 @@ class GraphWriter:
                 source_turn_ids=list(dict.fromkeys(candidate.source_turn_ids)), speaker=candidate.speaker,
                 created_at=candidate.time, updated_at=candidate.time,
             )  # fmt: skip
-            return _Plan(entry, abstraction_vector, value_vector)
+            return _Plan(entry, abstraction_vector, value_vector, list(candidate.anchors))
         target = next((entry for entry in similar if entry.id == decision.target_id), None)
         if target is None:
             raise GraphError(
@@ -176,14 +191,15 @@ class GraphWriter:
             )
         return self._merge_plan(graph_id, candidate, target, decision, value_vector)
 
-    def _similar_entries(self, graph_id: str, abstraction_vector: np.ndarray) -> list[MemoryEntry]:
-        """Existing entries whose abstraction cosine is >= gamma, best first (at most top_k)."""
+    def _similar_entries(self, graph_id: str, vector: np.ndarray, similar_by: SimilarBy) -> list[MemoryEntry]:
+        """Existing entries whose abstraction (or value) cosine to `vector` is >= gamma, best first (at most top_k)."""
         try:
             known = self._views.get(graph_id)
         except GraphError:  # a graph that does not exist yet has nothing to merge with
             return []
+        table = known.abstractions if similar_by == "abstraction" else known.values
         with single_thread_blas():
-            rows, scores = known.abstractions.top_k(abstraction_vector, self.config.upsert.top_k)
+            rows, scores = table.top_k(vector, self.config.upsert.top_k)
         ids = [
             known.entry_ids[row] for row, score in zip(rows, scores, strict=True) if score >= self.config.upsert.gamma
         ]
@@ -193,7 +209,6 @@ class GraphWriter:
         self,
         conn: sqlite3.Connection,
         graph_id: str,
-        candidate: EntryCandidate,
         plan: _Plan,
         anchor_vectors: dict[str, np.ndarray],
     ) -> tuple[int, dict[str, sql_io.AnchorRef]]:
@@ -202,7 +217,7 @@ class GraphWriter:
         sql_io.ensure_graph(conn, graph_id)
         (plan.entry.id,) = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", 1)
         (seq,) = sql_io.insert_entries(conn, [plan.entry], plan.abstraction_vector[None], plan.value_vector[None])
-        anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
+        anchors = sql_io.ensure_anchors(conn, graph_id, plan.anchor_texts, anchor_vectors)
         sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
         return seq, anchors
 
@@ -230,17 +245,28 @@ class GraphWriter:
         merged.source_turn_ids = _union(target.source_turn_ids, candidate.source_turn_ids)
         merged.episode_ids = _union(target.episode_ids, candidate.episode_ids)
         merged.updated_at = candidate.time or target.updated_at
-        return _Plan(merged, abstraction_vector, value_vector, target=target, old=old)
+        if decision.anchors is not None and not any(sql_io.normalise_anchor(text) for text in decision.anchors):
+            raise GraphError(
+                f"The decider re-derived the anchors {decision.anchors!r} for entry {target.id!r}, none of which "
+                "has any text. Give at least one non-empty anchor, or None to keep the entry's anchors."
+            )
+        anchor_texts = list(decision.anchors) if decision.anchors is not None else list(candidate.anchors)
+        return _Plan(merged, abstraction_vector, value_vector, anchor_texts, target=target, old=old,
+                     replace_anchors=decision.anchors is not None)  # fmt: skip
 
     def _write_merge(
         self,
         conn: sqlite3.Connection,
         graph_id: str,
-        candidate: EntryCandidate,
         plan: _Plan,
         anchor_vectors: dict[str, np.ndarray],
-    ) -> tuple[dict[str, sql_io.AnchorRef], list[str]]:
-        """Write the planned merge (inside the transaction); returns the candidate's anchors and the added episodes."""
+    ) -> tuple[dict[str, sql_io.AnchorRef], list[str], list[str], list[str]]:
+        """Write the planned merge (inside the transaction).
+
+        Returns:
+            The linked anchors, the added episode ids, the ids of anchors unlinked from the entry
+            (replaced anchors) and the ids of those pruned because no entry has them any more.
+        """
         target, merged = plan.target, plan.entry
         assert target is not None and plan.old is not None
         seqs = sql_io.entry_seqs(conn, graph_id, [target.id])
@@ -259,11 +285,25 @@ class GraphWriter:
             "INSERT INTO entry_episodes(entry_seq, position, episode_id) VALUES (?,?,?)",
             [(seq, len(target.episode_ids) + i, episode) for i, episode in enumerate(added)],
         )
-        anchors = sql_io.ensure_anchors(conn, graph_id, candidate.anchors, anchor_vectors)
+        anchors = sql_io.ensure_anchors(conn, graph_id, plan.anchor_texts, anchor_vectors)
         sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
-        old_anchor_seqs = [r[0] for r in conn.execute("SELECT anchor_seq FROM entry_anchors WHERE entry_seq=?", (seq,))]
-        sql_io.prune_anchors(conn, old_anchor_seqs)
-        return anchors, added
+        if not plan.replace_anchors:
+            return anchors, added, [], []
+        kept = {ref.seq for ref in anchors.values()}
+        stale = [
+            (anchor_seq, anchor_id)
+            for anchor_seq, anchor_id in conn.execute(
+                "SELECT l.anchor_seq, a.id FROM entry_anchors l JOIN anchors a ON a.seq = l.anchor_seq "
+                "WHERE l.entry_seq = ?",
+                (seq,),
+            )
+            if anchor_seq not in kept
+        ]
+        conn.executemany(
+            "DELETE FROM entry_anchors WHERE entry_seq = ? AND anchor_seq = ?", [(seq, s) for s, _ in stale]
+        )
+        pruned = sql_io.prune_anchors(conn, [anchor_seq for anchor_seq, _ in stale])
+        return anchors, added, [anchor_id for _, anchor_id in stale], pruned
 
     def _stored_abstraction(self, graph_id: str, entry_id: str) -> np.ndarray:
         """The stored abstraction vector of an entry (no re-embedding when it is unchanged)."""

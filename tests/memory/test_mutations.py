@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from memora_rl.errors import GraphError
 from memora_rl.memory import (
@@ -212,3 +214,68 @@ def test_second_connection_sees_commits_of_the_first(tmp_path):
     assert [i.entry_id for i in reader.frontier("g", [first], [], vectors[1])] == [second]
     writer.close()
     reader.close()
+
+
+def test_episode_vector_embeds_cue_and_text(store, embedder):
+    store.add_episode(Episode(id="s1", graph_id="g", text="Alice and Bob plan a hike.", title="Alps trip"))
+    (blob,) = store._db.conn.execute("SELECT vector FROM episodes WHERE id = 's1'").fetchone()
+    stored = np.frombuffer(blob, dtype=np.float32)
+    assert float(stored @ embedder.encode_one("Alps trip\nAlice and Bob plan a hike.")) > 0.999
+    assert float(stored @ embedder.encode_one("Alice and Bob plan a hike.")) < 0.99
+
+
+def test_upsert_can_find_similar_entries_by_value(store):
+    first = store.upsert_entry(
+        "g", candidate("Alice's employer", "Alice works at Nova as a backend engineer.", []), always_create
+    )
+    seen = []
+
+    def spy(cand, similar):
+        seen.append([entry.id for entry in similar])
+        return MergeDecision(action="create")
+
+    fact = candidate("Favourite pizza topping", "Alice now works at Orbit as a backend engineer.", [])
+    created = store.upsert_entry("g", fact, spy)  # abstractions far apart: the decider is not even asked
+    store.delete_entry("g", created.entry.id)
+    store.upsert_entry("g", fact, spy, similar_by="value")
+    assert seen == [[first.entry.id]]
+
+
+def test_merge_with_rederived_anchors_replaces_them_and_prunes_orphans(store):
+    anchors = ["Alice + Nova", "Nova + office", "Alice + job"]
+    first = store.upsert_entry("g", candidate("Alice's employer", "Alice works at Nova", anchors), always_create)
+    other = store.upsert_entry(
+        "g", candidate("Bob's office", "Bob visits the Nova office", ["Nova + office"], speaker="Bob"), always_create
+    )
+    assert first.entry.id in [item.entry_id for item in store.frontier("g", [other.entry.id], [], "Nova")]
+
+    def rederive(cand, similar):
+        return MergeDecision(
+            action="merge",
+            target_id=similar[0].id,
+            merged_value="Alice works at Orbit",
+            anchors=["Alice + Orbit", "Alice + job"],
+        )
+
+    result = store.upsert_entry("g", candidate("Alice's employer", "Alice moved to Orbit", ["Orbit + job"]), rederive)
+    texts = {anchor.id: anchor.text for anchor in store.anchors("g")}
+    (entry,) = store.get_entries("g", [first.entry.id])
+    assert sorted(texts[a] for a in entry.anchor_ids) == sorted(texts[a] for a in result.entry.anchor_ids)
+    assert sorted(texts[a] for a in entry.anchor_ids) == ["Alice + Orbit", "Alice + job"]
+    assert sorted(texts.values()) == ["Alice + Orbit", "Alice + job", "Nova + office"]  # "Alice + Nova" pruned
+    assert [a.entry_ids for a in store.anchors("g") if a.text == "Nova + office"] == [[other.entry.id]]
+    assert store.frontier("g", [other.entry.id], [], "Nova") == []  # the loaded view forgot the old link too
+    assert store.check_integrity().ok
+
+
+def test_rederived_anchors_must_have_text(store):
+    with pytest.raises(ValidationError):
+        MergeDecision(action="merge", target_id="e0", anchors=[])
+    store.upsert_entry("g", candidate("Alice's employer", "Alice works at Nova", ["Alice + job"]), always_create)
+
+    def blank(cand, similar):
+        return MergeDecision(action="merge", target_id=similar[0].id, anchors=["  "])
+
+    with pytest.raises(GraphError, match="non-empty anchor"):
+        store.upsert_entry("g", candidate("Alice's employer", "Alice works at Orbit", []), blank)
+    assert [a.text for a in store.anchors("g")] == ["Alice + job"] and store.check_integrity().ok

@@ -179,7 +179,7 @@ def test_sigkill_inside_a_write_keeps_the_committed_batch_and_nothing_of_the_ope
     """A process killed between its inserts and COMMIT leaves exactly the last committed state, searchable."""
     path = tmp_path / "kill.sqlite"
     first, second = _candidates(FIRST), _candidates(SECOND)
-    vectors = _frozen(embedder, [*_texts(first), *_texts(second), EPISODE.text])
+    vectors = _frozen(embedder, [*_texts(first), *_texts(second), EPISODE.embedding_text])
     (reader, inside), never = spawn.Pipe(duplex=False), spawn.Event()
     child = spawn.Process(target=_write_then_hang, args=(str(path), vectors, inside, never))
     child.start()
