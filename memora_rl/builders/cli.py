@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from memora_rl.errors import DataError, GraphError
+from memora_rl.cli_options import config_option, given
+from memora_rl.errors import ConfigError, DataError, GraphError
+from memora_rl.memory.config import StoreConfig, UpsertConfig
 
 if TYPE_CHECKING:
     from memora_rl.builders.base import Builder, BuildReport
@@ -66,6 +69,18 @@ def select_conversations(conversations: list[Conversation], wanted: str | None) 
     return [by_id[name] for name in names]
 
 
+def build_store_config(gamma: float | None, top_k: int | None) -> StoreConfig:
+    """The store settings of `graph build`: create-or-update gamma and top-k as given, everything else default."""
+    try:
+        return StoreConfig(upsert=UpsertConfig(**given(gamma=gamma, top_k=top_k)))
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors())
+        raise ConfigError(
+            f"Invalid --upsert-gamma {gamma} / --upsert-top-k {top_k} ({problems}). "
+            "Pass a cosine between -1 and 1 and a top-k of at least 1."
+        ) from error
+
+
 def _build_all(builder: Builder, conversations: list[Conversation], store: SQLiteGraphStore) -> list[BuildReport]:
     """Build each conversation with one rich progress bar per conversation (turns done / total)."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -99,6 +114,8 @@ def build(
     ] = None,
     llm_base_url: Annotated[str | None, typer.Option("--llm-base-url", help="LLM builders: endpoint .../v1.")] = None,
     llm_model: Annotated[str | None, typer.Option("--llm-model", help="LLM builders: served model name.")] = None,
+    upsert_gamma: Annotated[float | None, config_option(UpsertConfig, "gamma", "--upsert-gamma")] = None,
+    upsert_top_k: Annotated[int | None, config_option(UpsertConfig, "top_k", "--upsert-top-k")] = None,
 ) -> None:
     """Build one graph per conversation into STORE; already built conversations are skipped."""
     _quiet_embedder()
@@ -109,11 +126,12 @@ def build(
     request = BuilderRequest(
         config_path=config, overrides=overrides or [], llm_base_url=llm_base_url, llm_model=llm_model
     )
+    store_config = build_store_config(upsert_gamma, upsert_top_k)
     builder = make_builder(builder_name, request)
     corpus = load_corpus(data)
     chosen = select_conversations(corpus.conversations, conversations)
     started = time.perf_counter()
-    with open_store(out) as store:
+    with open_store(out, config=store_config) as store:
         reports = _build_all(builder, chosen, store)
         table = Table(title=f"{builder_name} build into {out}")
         table.add_column("graph", no_wrap=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,11 +12,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import memora_rl.memory
 from memora_rl.cli import app
+from memora_rl.cli_options import field_help
 from memora_rl.errors import ConfigError, DataError, GraphError
-from memora_rl.memory import open_store
+from memora_rl.memory import StoreConfig, UpsertConfig, open_store
 
 runner = CliRunner()
+WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
 
 
 def invoke(*args: str):
@@ -58,6 +62,31 @@ def test_rebuild_skips_built_conversations(store_path: Path, synthetic_json: Pat
     assert "built 1 graphs (1 skipped)" in result.output
 
 
+def test_build_sets_the_store_upsert_gamma_and_top_k(
+    synthetic_json: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shown = " ".join(re.sub("[│╭╮╰╯─]", " ", runner.invoke(app, ["graph", "build", "--help"], env=WIDE).output).split())
+    for name, option in (("gamma", "--upsert-gamma"), ("top_k", "--upsert-top-k")):
+        assert f"{option} <" in shown and field_help(UpsertConfig, name) in shown
+    configs: list[StoreConfig] = []
+    real_open = memora_rl.memory.open_store
+
+    def recording_open(path: Path, embedder: object = None, config: StoreConfig | None = None):
+        configs.append(config)
+        return real_open(path, embedder, config)
+
+    monkeypatch.setattr(memora_rl.memory, "open_store", recording_open)
+    graph_id = json.loads(synthetic_json.read_text())[0]["sample_id"]
+    out = tmp_path / "loose.sqlite"
+    args = ["--data", str(synthetic_json), "--out", str(out), "--conversations", graph_id]
+    loose = ["--set", "decider=same_speaker_merge", "--upsert-gamma", "-1", "--upsert-top-k", "1"]
+    result = invoke("graph", "build", *args, *loose)
+    assert result.exit_code == 0, result.output
+    assert configs[0].upsert == UpsertConfig(gamma=-1.0, top_k=1)
+    with open_store(out) as store:  # every candidate meets gamma -1: one entry per speaker is left
+        assert store.stats(graph_id)["entries"] <= 2 < store.stats(graph_id)["history"]
+
+
 def test_export_import_round_trip(store_path: Path, tmp_path: Path) -> None:
     exported = tmp_path / "graphs.jsonl"
     assert invoke("graph", "export", str(store_path), "--out", str(exported)).exit_code == 0
@@ -87,6 +116,8 @@ def test_export_import_round_trip(store_path: Path, tmp_path: Path) -> None:
          "Valid builders: "),
         (["graph", "build", "--data", "{data}", "--out", "{tmp}/s.sqlite", "--conversations", "conv-x"], DataError,
          "Unknown conversation ids"),
+        (["graph", "build", "--data", "{data}", "--out", "{tmp}/s.sqlite", "--upsert-gamma", "2"], ConfigError,
+         "Invalid --upsert-gamma 2.0"),
         (["graph", "stats", "{tmp}/missing.sqlite"], GraphError, "does not exist"),
         (["graph", "search", "{store}", "--graph", "conv-x", "hello"], GraphError, "is not in store"),
         (["graph", "show", "{store}", "--graph", "conv-x"], GraphError, "is not in store"),
