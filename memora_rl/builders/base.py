@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from memora_rl.data.records import Conversation, Turn
 from memora_rl.embedding import Embedder, get_embedder
 from memora_rl.memory.records import EntryCandidate, Episode
-from memora_rl.memory.store import Decider, GraphStore
+from memora_rl.memory.store import Decider, GraphStore, SimilarBy
 
 ProgressCallback = Callable[[int, int], None]
 """Called as `progress(done_turns, total_turns)` while a conversation is built."""
@@ -117,9 +117,14 @@ class LazyEmbedder:
 
 
 def upsert_counted(
-    store: GraphStore, graph_id: str, candidate: EntryCandidate, decider: Decider, report: BuildReport
+    store: GraphStore,
+    graph_id: str,
+    candidate: EntryCandidate,
+    decider: Decider,
+    report: BuildReport,
+    similar_by: SimilarBy = "abstraction",
 ) -> None:
     """Create-or-update one entry candidate through `store` and count the outcome in `report`."""
-    result = store.upsert_entry(graph_id, candidate, decider)
+    result = store.upsert_entry(graph_id, candidate, decider, similar_by=similar_by)
     report.entries_created += int(result.created)
     report.entries_merged += int(not result.created)

@@ -27,7 +27,7 @@ from memora_rl.builders.structured import StructuredAsker
 from memora_rl.data.records import Conversation, Turn
 from memora_rl.llm.client import LLMClient
 from memora_rl.memory.records import EntryCandidate, Episode
-from memora_rl.memory.store import Decider, GraphStore
+from memora_rl.memory.store import Decider, GraphStore, SimilarBy
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +103,13 @@ class BatchSink:
     report: LLMBuildReport
     bars: PhaseProgress
 
-    def upsert(self, candidate: EntryCandidate, decider: Decider, phase: str) -> None:
+    def upsert(
+        self, candidate: EntryCandidate, decider: Decider, phase: str, similar_by: SimilarBy = "abstraction"
+    ) -> None:
         """Create-or-update `candidate` (unless already stored), count it and advance the bar `phase`."""
         if already_stored(candidate, self.done):
             return
-        upsert_counted(self.store, self.graph_id, candidate, decider, self.report)
+        upsert_counted(self.store, self.graph_id, candidate, decider, self.report, similar_by)
         self.bars.advance(phase)
 
     def add_episodes(self, episodes: Sequence[Episode]) -> None:

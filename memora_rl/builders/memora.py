@@ -13,8 +13,9 @@ For each batch of at most `batch_messages` consecutive turns of a session:
    all the episode's turns when the numbers are unusable).
 4. **Create-or-update** through `store.upsert_entry` (gamma and top-k from the store's
    config, 0.80 / 5 by default) with `LLMDecider` (`memora/decide`): merge into one of
-   the similar entries (the old value goes to history; the abstraction may be refined)
-   or create. The store existence-checks anchors and prunes orphaned ones.
+   the similar entries (the old value goes to history; the abstraction may be refined;
+   the cue anchors are re-derived from the merged value) or create. The store
+   existence-checks anchors and prunes the ones a merge leaves without entries.
 5. The batch's episodes are written last, so a batch is done exactly when its turns are
    covered by stored episodes: a re-run skips done batches, skips entries already stored,
    and gets every earlier LLM answer from the client's response cache.
@@ -74,19 +75,25 @@ class MemoraConfig(LLMBuilderConfig):
     """Draw rich progress bars (one per conversation and per LLM phase)."""
 
 
-def decision_from_answer(answer: DecideAnswer | None, similar: Sequence[MemoryEntry]) -> MergeDecision:
+def decision_from_answer(
+    answer: DecideAnswer | None, similar: Sequence[MemoryEntry], speaker: str = ""
+) -> MergeDecision:
     """A store decision from the LLM's verdict; invalid or missing verdicts create a new entry.
 
     A merge needs a target numbered 1..len(similar); an empty merged value keeps the
     candidate's value (the older one goes to history), an empty abstraction keeps the old one.
+    The anchors re-derived from the merged value replace the entry's (a bare aspect gets
+    `speaker` as its entity); when none is usable the entry keeps its anchors and gains the candidate's.
     """
     if answer is None or answer.action != "merge" or not 1 <= answer.target <= len(similar):
         return MergeDecision(action="create")
+    anchors = [anchor for text in answer.anchors if (anchor := normalise_anchor(text, speaker))]
     return MergeDecision(
         action="merge",
         target_id=similar[answer.target - 1].id,
         merged_value=answer.merged_value.strip() or None,
         refined_abstraction=answer.refined_abstraction.strip() or None,
+        anchors=list(dict.fromkeys(anchors)) or None,
     )
 
 
@@ -99,11 +106,11 @@ class LLMDecider:
         self.phase = phase
 
     def __call__(self, candidate: EntryCandidate, similar: Sequence[MemoryEntry]) -> MergeDecision:
-        """Merge into one of `similar` (history kept, abstraction maybe refined) or create."""
+        """Merge into one of `similar` (history kept, abstraction maybe refined, anchors re-derived) or create."""
         existing = [(entry.abstraction, entry.value) for entry in similar]
         messages = decide_messages(candidate.abstraction, candidate.value, existing)
         answer = self.asker.ask_sync(messages, DecideAnswer, phase=self.phase, max_tokens=self.max_tokens)
-        return decision_from_answer(answer, similar)
+        return decision_from_answer(answer, similar, candidate.speaker or "")
 
 
 def memory_candidates(items: Sequence[MemoryItem], turns: Sequence[Turn], episode_id: str) -> list[EntryCandidate]:

@@ -32,7 +32,8 @@ EXTRACT_SYSTEM = (
     "You extract lasting memories from a chat segment of {day}. Each memory has an abstraction (what it is "
     'about, e.g. "Alice\'s employer"), a value (the concrete fact with names and absolute dates, e.g. '
     '"Alice works at Nova since 7 May 2023"), 1 to 3 anchors written "<entity> + <aspect>" (e.g. "Alice + job") '
-    "and the numbers of the messages it comes from. Skip greetings and small talk. "
+    "and the numbers of the messages it comes from. Skip greetings and small talk; a segment with nothing "
+    "lasting gives an empty list. "
     'Answer JSON: {{"memories": [{{"abstraction": "...", "value": "...", "anchors": ["..."], "messages": [1]}}]}}.'
 )
 EXTRACT_USER = "{messages}"
@@ -40,8 +41,9 @@ EXTRACT_USER = "{messages}"
 DECIDE_SYSTEM = (
     "You maintain a memory store. Decide whether a new memory is about the same thing as one of the existing "
     'memories. If it is, answer {{"action": "merge", "target": <its number>, "merged_value": "one value combining '
-    'both, newest facts first", "refined_abstraction": "a better abstraction, or empty"}}. '
-    'If not, answer {{"action": "new", "target": 0, "merged_value": "", "refined_abstraction": ""}}.'
+    'both, newest facts first", "refined_abstraction": "a better abstraction, or empty", "anchors": [1 to 3 '
+    '"<entity> + <aspect>" cues of the merged value]}}. '
+    'If not, answer {{"action": "new", "target": 0, "merged_value": "", "refined_abstraction": "", "anchors": []}}.'
 )
 DECIDE_USER = "New memory:\n{abstraction}: {value}\n\nExisting memories:\n{existing}"
 EXISTING_LINE = "[{number}] {abstraction}: {value}"
@@ -77,9 +79,9 @@ class MemoryItem(BaseModel):
 
 
 class ExtractAnswer(BaseModel):
-    """The memories found in one episode (at least one: small models otherwise answer an empty list)."""
+    """The memories found in one episode; an empty list for small talk with nothing lasting."""
 
-    memories: list[MemoryItem] = Field(min_length=1, max_length=6)
+    memories: list[MemoryItem] = Field(max_length=6)
 
 
 class DecideAnswer(BaseModel):
@@ -90,6 +92,8 @@ class DecideAnswer(BaseModel):
     """1-based number of the existing memory to merge into; 0 for "new"."""
     merged_value: str = Field(max_length=400)
     refined_abstraction: str = Field(max_length=80)
+    anchors: list[str] = Field(max_length=3)
+    """Cue anchors "<entity> + <aspect>" re-derived from the merged value (they replace the entry's); [] for "new"."""
 
 
 def segment_messages(rendered: str, count: int, day: str) -> list[Message]:

@@ -7,19 +7,21 @@ partial one left at the end: the flush) is processed as follows:
    index, non-consecutive groups allowed; `segmentation.clean_groups` repairs the answer
    (out of range, duplicates, uncovered messages join a neighbour; one episode when unusable).
 2. **Episode** (`nemori/episode`): a cue and a narrative per group, relative dates
-   resolved from the message dates (fallback: the topic and the raw messages).
+   resolved from each message's own date (fallback: the topic and the raw messages).
 3. **Continuation** (`nemori/continue`): the new episode is compared (cosine of
-   cue + narrative embeddings) with the `merge_window` most recent episodes; when the best
-   reaches `merge_min_cosine` the LLM says whether it is the same event, and if so the
-   narratives merge into the earlier episode, which keeps every source message of both.
+   cue + narrative embeddings) with every earlier episode of the graph; the `merge_candidates`
+   most similar ones reaching `merge_min_cosine` go, best first, to the LLM, which says whether
+   it is the same event; at the first yes the narratives merge into that earlier episode,
+   which keeps every source message of both.
 4. **Prediction error** (`nemori/predict`, `nemori/distill`): the related stored facts are
-   retrieved, the LLM predicts the episode from its cue and those facts only, then lists the
-   useful facts the real messages hold that the prediction missed: candidate semantic facts
-   with source turn ids.
-5. **Reconcile** (`nemori/reconcile`): each candidate goes through `store.upsert_entry` with
-   `ReconcileDecider`: add (new entry), merge (combined fact) or replace (contradiction);
-   merge and replace keep the old value in the entry's history.
-6. Episodes are written last (the store embeds their narrative), so a buffer is done exactly
+   retrieved, the LLM predicts the episode from its cue and those facts only (never the
+   narrative), then lists the useful facts the real messages hold that the prediction missed
+   (possibly none): candidate semantic facts with source turn ids.
+5. **Reconcile** (`nemori/reconcile`): each candidate goes through `store.upsert_entry`, which
+   finds the stored facts by the fact's own embedding (value against values, the store's gamma
+   and top-k), with `ReconcileDecider`: add (new entry), merge (combined fact) or replace
+   (contradiction); merge and replace keep the old value in the entry's history.
+6. Episodes are written last (the store embeds their cue + narrative), so a buffer is done exactly
    when its turns are covered; a re-run skips done buffers and replays cached LLM answers.
 
 Facts are entries of kind "semantic" whose abstraction is the "<entity> + <aspect>" topic,
@@ -52,7 +54,7 @@ from memora_rl.builders.nemori_prompts import (
 )
 from memora_rl.builders.segmentation import clean_groups, clean_message_refs
 from memora_rl.builders.structured import StructuredAsker
-from memora_rl.builders.text import batches, format_day, normalise_anchor, render_messages
+from memora_rl.builders.text import batches, normalise_anchor, render_messages
 from memora_rl.data.records import Conversation, Turn
 from memora_rl.embedding import DEFAULT_EMBEDDER, Embedder
 from memora_rl.errors import GraphError
@@ -70,8 +72,9 @@ class NemoriConfig(LLMBuilderConfig):
     """Messages buffered before they are grouped into episodes (the last partial buffer is flushed)."""
     max_message_chars: int = Field(default=300, ge=20)
     """Longer messages are cut to this many characters in prompts."""
-    merge_window: int = Field(default=3, ge=0)
-    """Most recent episodes checked for a continuation of the same event (0 turns merging off)."""
+    merge_candidates: int = Field(default=3, ge=0)
+    """Earlier episodes of the graph most similar to a new one (cue + narrative cosine) that the LLM checks,
+    best first, for a continuation of the same event (0 turns merging off)."""
     merge_min_cosine: float = Field(default=0.6, ge=-1.0, le=1.0)
     """Cosine (cue + narrative embeddings) an earlier episode needs before the LLM is asked to merge."""
     related_facts: int = Field(default=5, ge=0)
@@ -189,7 +192,7 @@ class NemoriBuilder(LazyEmbedder, BatchedLLMBuilder):
         for candidate in candidates:
             candidate.episode_ids = [owner.get(episode_id, episode_id) for episode_id in candidate.episode_ids]
             sink.report.statements += 1
-            sink.upsert(candidate, self.decider, "nemori/reconcile")
+            sink.upsert(candidate, self.decider, "nemori/reconcile", similar_by="value")
         sink.add_episodes([target for target, _ in final])
 
     def _group(self, buffer: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
@@ -216,9 +219,7 @@ class NemoriBuilder(LazyEmbedder, BatchedLLMBuilder):
         answers = self.asker.gather(
             [
                 self.asker.ask(
-                    episode_messages(
-                        render_messages(turns, self.config.max_message_chars, dated=True), format_day(turns[0].time)
-                    ),
+                    episode_messages(render_messages(turns, self.config.max_message_chars, dated=True)),
                     EpisodeAnswer,
                     phase="nemori/episode",
                     max_tokens=self.config.episode_max_tokens,
@@ -269,9 +270,7 @@ class NemoriBuilder(LazyEmbedder, BatchedLLMBuilder):
         answers = self.asker.gather(
             [
                 self.asker.ask(
-                    distill_messages(
-                        prediction, render_messages(turns, self.config.max_message_chars), format_day(turns[0].time)
-                    ),
+                    distill_messages(prediction, render_messages(turns, self.config.max_message_chars, dated=True)),
                     DistillAnswer,
                     phase="nemori/distill",
                     max_tokens=self.config.distill_max_tokens,
@@ -288,14 +287,17 @@ class NemoriBuilder(LazyEmbedder, BatchedLLMBuilder):
     def _merge_continuations(
         self, graph_id: str, store: GraphStore, episodes: list[Episode], buffer_ids: set[str]
     ) -> list[tuple[Episode, list[Episode]]]:
-        """Final episodes to write, each with the new episodes merged into it (itself included when new)."""
-        recent: list[Episode] = []
-        if self.config.merge_window and graph_id in store.graph_ids():
+        """Final episodes to write, each with the new episodes merged into it (itself included when new).
+
+        Every earlier episode of the graph is a candidate (stored ones, then this buffer's), not only
+        the latest: an event resumed sessions later still merges into its episode.
+        """
+        stored: list[Episode] = []
+        if self.config.merge_candidates and graph_id in store.graph_ids():
             stored = [e for e in store.episodes(graph_id) if not buffer_ids & set(e.source_turn_ids)]
-            recent = stored[-self.config.merge_window :]
-        final: list[tuple[Episode, list[Episode]]] = [(episode, []) for episode in recent]
+        final: list[tuple[Episode, list[Episode]]] = [(episode, []) for episode in stored]
         for episode in episodes:
-            target = self._continuation_target(episode, [target for target, _ in final][-self.config.merge_window :])
+            target = self._continuation_target(episode, [target for target, _ in final])
             if target is None:
                 final.append((episode, [episode]))
                 continue
@@ -305,19 +307,23 @@ class NemoriBuilder(LazyEmbedder, BatchedLLMBuilder):
         return [(target, members) for target, members in final if members]
 
     def _continuation_target(self, episode: Episode, candidates: list[Episode]) -> tuple[Episode, str] | None:
-        """The earlier episode `episode` continues and their merged narrative, or None."""
-        if not candidates or self.config.merge_window == 0:
+        """The earlier episode `episode` continues and their merged narrative, or None.
+
+        The `merge_candidates` candidates most similar to `episode` (cue + narrative embeddings) that
+        reach `merge_min_cosine` are asked about best first; the first one the LLM calls the same event wins.
+        """
+        if not candidates or self.config.merge_candidates == 0:
             return None
-        vectors = self.embedder.encode([f"{e.title} {e.text}" for e in [episode, *candidates]])  # (1 + C, dim)
+        vectors = self.embedder.encode([e.embedding_text for e in [episode, *candidates]])  # (1 + C, dim)
         scores = vectors[1:] @ vectors[0]  # (C,)
-        best = int(np.argmax(scores))
-        if float(scores[best]) < self.config.merge_min_cosine:
-            return None
-        earlier = candidates[best]
-        answer = self.asker.ask_sync(
-            continue_messages(earlier.title, earlier.text, episode.title, episode.text),
-            ContinueAnswer, phase="nemori/continue", max_tokens=self.config.continue_max_tokens,
-        )  # fmt: skip
-        if answer is None or not answer.same_event:
-            return None
-        return earlier, answer.narrative
+        for index in np.argsort(-scores, kind="stable")[: self.config.merge_candidates]:
+            if float(scores[index]) < self.config.merge_min_cosine:
+                return None
+            earlier = candidates[int(index)]
+            answer = self.asker.ask_sync(
+                continue_messages(earlier.title, earlier.text, episode.title, episode.text),
+                ContinueAnswer, phase="nemori/continue", max_tokens=self.config.continue_max_tokens,
+            )  # fmt: skip
+            if answer is not None and answer.same_event:
+                return earlier, answer.narrative
+        return None

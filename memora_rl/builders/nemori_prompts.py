@@ -23,8 +23,9 @@ GROUP_USER = "{messages}"
 
 EPISODE_SYSTEM = (
     "You write the memory of one chat episode: a cue (a short title of the event) and a narrative (two or three "
-    "third-person sentences saying who did what, when). The chat took place on {day}: replace relative dates "
-    '(yesterday, last week) with absolute dates. Answer JSON: {{"cue": "...", "narrative": "..."}}.'
+    "third-person sentences saying who did what, when). Each message shows the date it was sent: replace "
+    "relative dates (yesterday, last week) with absolute dates counted from that message's date. "
+    'Answer JSON: {{"cue": "...", "narrative": "..."}}.'
 )
 EPISODE_USER = "{messages}"
 
@@ -43,7 +44,8 @@ NO_FACTS = "(none)"
 DISTILL_SYSTEM = (
     "Compare a guess of a conversation with the real messages. List the useful facts in the messages that the "
     'guess missed or got wrong. Each fact has a topic "<entity> + <aspect>" (e.g. "Alice + job"), one sentence '
-    "with names and absolute dates (the chat took place on {day}), and the numbers of its messages. "
+    "with names and absolute dates (count relative dates from the date shown on the message), and the numbers "
+    "of its messages. When the guess missed nothing useful, answer an empty list. "
     'Answer JSON: {{"facts": [{{"topic": "...", "fact": "...", "messages": [1]}}]}}.'
 )
 DISTILL_USER = "Guess:\n{prediction}\n\nReal messages:\n{messages}"
@@ -94,9 +96,9 @@ class FactItem(BaseModel):
 
 
 class DistillAnswer(BaseModel):
-    """The facts a prediction missed (at least one: small models otherwise answer an empty list)."""
+    """The facts a prediction missed; an empty list when the prediction missed nothing (a perfect guess)."""
 
-    facts: list[FactItem] = Field(min_length=1, max_length=6)
+    facts: list[FactItem] = Field(max_length=6)
 
 
 class ReconcileAnswer(BaseModel):
@@ -117,9 +119,9 @@ def group_messages(rendered: str, count: int) -> list[Message]:
     return _pair(GROUP_SYSTEM.format(count=count), GROUP_USER.format(messages=rendered))
 
 
-def episode_messages(rendered: str, day: str) -> list[Message]:
-    """The narrative + cue request for one episode's messages."""
-    return _pair(EPISODE_SYSTEM.format(day=day), EPISODE_USER.format(messages=rendered))
+def episode_messages(rendered: str) -> list[Message]:
+    """The narrative + cue request for one episode's messages, each rendered with its own date."""
+    return _pair(EPISODE_SYSTEM.format(), EPISODE_USER.format(messages=rendered))
 
 
 def continue_messages(old_cue: str, old_narrative: str, new_cue: str, new_narrative: str) -> list[Message]:
@@ -136,9 +138,9 @@ def predict_messages(cue: str, facts: list[str]) -> list[Message]:
     return _pair(PREDICT_SYSTEM, PREDICT_USER.format(cue=cue, facts=listed))
 
 
-def distill_messages(prediction: str, rendered: str, day: str) -> list[Message]:
-    """The distillation request: the prediction against the real numbered messages."""
-    return _pair(DISTILL_SYSTEM.format(day=day), DISTILL_USER.format(prediction=prediction, messages=rendered))
+def distill_messages(prediction: str, rendered: str) -> list[Message]:
+    """The distillation request: the prediction against the real numbered messages, each with its own date."""
+    return _pair(DISTILL_SYSTEM.format(), DISTILL_USER.format(prediction=prediction, messages=rendered))
 
 
 def reconcile_messages(fact: str, existing: list[str]) -> list[Message]:

@@ -18,16 +18,16 @@ def format_day(moment: datetime | None) -> str:
 
 
 def render_messages(turns: Sequence[Turn], max_chars: int, dated: bool = False) -> str:
-    """Numbered lines "[1] Speaker: text" (1-based), texts cut at `max_chars`; dates shown when they change."""
+    """Numbered lines "[1] Speaker: text" (1-based), texts cut at `max_chars`.
+
+    With `dated`, every line carries its own message's date ("[1] (8 May 2023) Speaker: text"), so
+    relative dates of a buffer spanning several sessions resolve against the right day.
+    """
     lines: list[str] = []
-    last_day = ""
     for number, turn in enumerate(turns, start=1):
         text = turn.text if len(turn.text) <= max_chars else turn.text[: max_chars - 3] + "..."
-        day = format_day(turn.time)
-        if dated and day != last_day:
-            lines.append(f"(on {day})")
-            last_day = day
-        lines.append(f"[{number}] {turn.speaker}: {text}")
+        date = f"({format_day(turn.time)}) " if dated else ""
+        lines.append(f"[{number}] {date}{turn.speaker}: {text}")
     return "\n".join(lines)
 
 

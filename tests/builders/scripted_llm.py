@@ -25,11 +25,11 @@ from memora_rl.memory.store import GraphStore
 Responder = Callable[[str, list[dict[str, str]]], str]
 """(schema name or "text", messages) -> the answer text."""
 
-NUMBERED = re.compile(r"^\[(\d+)\] ([^:]+): (.*)$", re.MULTILINE)
+NUMBERED = re.compile(r"^\[(\d+)\] (?:\([^)]*\) )?([^:]+): (.*)$", re.MULTILINE)
 
 
 def numbered_lines(messages: list[dict[str, str]]) -> list[tuple[int, str, str]]:
-    """(number, speaker, text) of every "[n] Speaker: text" line of the last user message."""
+    """(number, speaker, text) of every "[n] Speaker: text" line of the last user message (a "(date) " is skipped)."""
     return [(int(n), speaker, text) for n, speaker, text in NUMBERED.findall(messages[-1]["content"])]
 
 
@@ -53,7 +53,7 @@ def default_answer(schema: str, messages: list[dict[str, str]]) -> str:
         key = "title" if schema == "NarrativeAnswer" else "cue"
         return json.dumps({key: "a chat", "narrative": " ".join(text for _, _, text in lines)})
     if schema == "DecideAnswer":
-        return json.dumps({"action": "new", "target": 0, "merged_value": "", "refined_abstraction": ""})
+        return json.dumps({"action": "new", "target": 0, "merged_value": "", "refined_abstraction": "", "anchors": []})
     if schema == "ReconcileAnswer":
         return json.dumps({"action": "add", "target": 0, "merged_fact": ""})
     if schema == "ContinueAnswer":
@@ -110,6 +110,19 @@ def small_conversation(sessions: int = 2, turns_per_session: int = 4, conversati
                 time=moment,
             )
             for t in range(1, turns_per_session + 1)
+        ]
+        built.append(Session(index=s, time=moment, turns=turns))
+    return Conversation(id=conversation_id, speakers=["Alice", "Bob"], sessions=built)
+
+
+def conversation_of(sessions: list[list[str]], conversation_id: str = "c1") -> Conversation:
+    """A conversation of the given texts: session s (1-based) is dated 3*s May 2023, Alice and Bob take turns."""
+    built = []
+    for s, texts in enumerate(sessions, start=1):
+        moment = datetime(2023, 5, s * 3, 10, 0)
+        turns = [
+            Turn(id=f"D{s}:{t}", speaker="Alice" if t % 2 else "Bob", text=text, session_index=s, time=moment)
+            for t, text in enumerate(texts, start=1)
         ]
         built.append(Session(index=s, time=moment, turns=turns))
     return Conversation(id=conversation_id, speakers=["Alice", "Bob"], sessions=built)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memora_rl.builders.memora import MemoraBuilder, MemoraConfig, decision_from_answer
-from memora_rl.builders.memora_prompts import DecideAnswer
+from memora_rl.builders.memora_prompts import DecideAnswer, ExtractAnswer
 from memora_rl.data.records import Conversation
 from memora_rl.errors import LLMError
 from memora_rl.memory import open_store
@@ -84,7 +84,13 @@ def test_llm_decider_merges_values_keeping_history(tmp_path: Path) -> None:
         if schema == "DecideAnswer":
             new_value = messages[-1]["content"].split("\n")[1].split(": ", 1)[1]
             return as_answer(
-                {"action": "merge", "target": 1, "merged_value": f"latest: {new_value}", "refined_abstraction": ""}
+                {
+                    "action": "merge",
+                    "target": 1,
+                    "merged_value": f"latest: {new_value}",
+                    "refined_abstraction": "",
+                    "anchors": ["Alice + hobby"],
+                }
             )
         return default_answer(schema, messages)
 
@@ -100,12 +106,13 @@ def test_llm_decider_merges_values_keeping_history(tmp_path: Path) -> None:
 
 def test_decision_from_answer_rejects_bad_targets() -> None:
     similar = [MemoryEntry(id="e1", graph_id="g", abstraction="a", value="v")]
-    merge = DecideAnswer(action="merge", target=1, merged_value="", refined_abstraction="Alice's job")
+    merge = DecideAnswer(action="merge", target=1, merged_value="", refined_abstraction="Alice's job", anchors=[])
     assert decision_from_answer(merge, similar).model_dump() == {
         "action": "merge",
         "target_id": "e1",
         "merged_value": None,
         "refined_abstraction": "Alice's job",
+        "anchors": None,
     }
     for bad in (merge.model_copy(update={"target": 2}), merge.model_copy(update={"target": 0}), None):
         assert decision_from_answer(bad, similar).action == "create"
@@ -154,3 +161,42 @@ def test_narrative_episodes_use_the_llm_text_or_keep_the_raw_segment(tmp_path: P
     assert texts[:2] == ["On 3 May 2023 Alice and Bob listed topics."] * 2
     assert texts[2].startswith("Bob: Session 2 message 2") or texts[2].startswith("Alice: Session 2 message 1")
     assert report.fallbacks == 2
+
+
+def test_small_talk_may_extract_no_memory(tmp_path: Path) -> None:
+    assert ExtractAnswer.model_validate({"memories": []}).memories == []
+
+    def responder(schema: str, messages: list[dict[str, str]]) -> str:
+        return as_answer({"memories": []}) if schema == "ExtractAnswer" else default_answer(schema, messages)
+
+    endpoint = ScriptedEndpoint(responder)
+    report, store = build(tmp_path, endpoint, small_conversation())
+    assert report.fallbacks == 0 and store.entries("c1") == []
+    assert endpoint.requests["ExtractAnswer"] == len(store.episodes("c1")) == 4  # no repair request either
+    assert sorted(covered(store, "c1")) == sorted(small_conversation().turn_ids())
+
+
+def test_merge_rederives_anchors_from_the_merged_value_and_prunes_stale_ones(tmp_path: Path) -> None:
+    def responder(schema: str, messages: list[dict[str, str]]) -> str:
+        lines = numbered_lines(messages)
+        if schema == "SegmentAnswer":
+            return as_answer({"episodes": [{"messages": [n for n, _, _ in lines], "topic": "work"}]})
+        if schema == "ExtractAnswer":
+            if "Session 2" in lines[0][2]:
+                value, anchors = "Alice works at Orbit.", ["Alice + Orbit"]
+            else:
+                value, anchors = "Alice works at Nova.", ["Alice + Nova", "Alice + job"]
+            memory = {"abstraction": "Alice's employer", "value": value, "anchors": anchors, "messages": [1]}
+            return as_answer({"memories": [memory]})
+        if schema == "DecideAnswer":
+            merged = {"merged_value": "Alice works at Orbit (before: Nova).", "anchors": ["Orbit", "Alice + job"]}
+            return as_answer({"action": "merge", "target": 1, "refined_abstraction": "", **merged})
+        return default_answer(schema, messages)
+
+    _, store = build(tmp_path, ScriptedEndpoint(responder), small_conversation())
+    (entry,) = store.entries("c1")
+    texts = {anchor.id: anchor.text for anchor in store.anchors("c1")}
+    assert entry.value == "Alice works at Orbit (before: Nova)."
+    assert sorted(texts[anchor_id] for anchor_id in entry.anchor_ids) == ["Alice + Orbit", "Alice + job"]
+    assert sorted(texts.values()) == ["Alice + Orbit", "Alice + job"]  # "Alice + Nova" was left empty: pruned
+    assert store.check_integrity().ok
