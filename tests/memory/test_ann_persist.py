@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +122,10 @@ def test_unreadable_saved_index_is_rebuilt(tmp_path, caplog):
         expected = store.search("g", vectors[5], k=3)
         for file in _saved(store):
             file.write_bytes(b"not an index")
-    with SQLiteGraphStore(path, config=CONFIG) as store:
+    with (
+        caplog.at_level(logging.WARNING, logger="memora_rl.memory.vectors"),
+        SQLiteGraphStore(path, config=CONFIG) as store,
+    ):
         assert store.search("g", vectors[5], k=3) == expected
     assert "rebuilding" in caplog.text
     assert all(file.stat().st_size > 1000 for file in _saved(store))
