@@ -123,8 +123,9 @@ def upsert_counted(
     decider: Decider,
     report: BuildReport,
     similar_by: SimilarBy = "abstraction",
+    receipt: str | None = None,
 ) -> None:
     """Create-or-update one entry candidate through `store` and count the outcome in `report`."""
-    result = store.upsert_entry(graph_id, candidate, decider, similar_by=similar_by)
+    result = store.upsert_entry(graph_id, candidate, decider, similar_by=similar_by, receipt=receipt)
     report.entries_created += int(result.created)
     report.entries_merged += int(not result.created)

@@ -1,11 +1,13 @@
 """`BatchedLLMBuilder`: the resumable batch-by-batch `build` both LLM builders run, and its report.
 
 A batch is done exactly when its turns are covered by stored episodes, so a killed build
-re-run skips the batches it finished, and within a batch skips values already stored.
+re-run skips the batches it finished, and within a batch skips the candidates whose upsert
+receipt is stored (written with the upsert, so a candidate merged into another value counts too).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -48,8 +50,14 @@ class LLMBuildReport(BuildReport):
 
 
 def already_stored(candidate: EntryCandidate, done: set[tuple[str, str]]) -> bool:
-    """True when a candidate's value is already stored with its first source turn (resume)."""
+    """True when a candidate's value is already stored with its first source turn (resume of an older store)."""
     return bool(candidate.source_turn_ids) and (candidate.source_turn_ids[0], candidate.value) in done
+
+
+def candidate_receipt(candidate: EntryCandidate) -> str:
+    """The receipt a candidate's upsert leaves: its source turns, abstraction and value, hashed."""
+    key = "\x1f".join([*candidate.source_turn_ids, candidate.abstraction, candidate.value])
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 class PhaseProgress:
@@ -102,14 +110,18 @@ class BatchSink:
     """(source turn id, value) of the values already stored: candidates a resumed build skips."""
     report: LLMBuildReport
     bars: PhaseProgress
+    receipts: set[str]
+    """Receipts of the candidates already upserted (`candidate_receipt`): a resumed build skips them."""
 
     def upsert(
         self, candidate: EntryCandidate, decider: Decider, phase: str, similar_by: SimilarBy = "abstraction"
     ) -> None:
-        """Create-or-update `candidate` (unless already stored), count it and advance the bar `phase`."""
-        if already_stored(candidate, self.done):
+        """Create-or-update `candidate` (unless already upserted), count it and advance the bar `phase`."""
+        receipt = candidate_receipt(candidate)
+        if receipt in self.receipts or already_stored(candidate, self.done):
             return
-        upsert_counted(self.store, self.graph_id, candidate, decider, self.report, similar_by)
+        upsert_counted(self.store, self.graph_id, candidate, decider, self.report, similar_by, receipt)
+        self.receipts.add(receipt)
         self.bars.advance(phase)
 
     def add_episodes(self, episodes: Sequence[Episode]) -> None:
@@ -155,11 +167,12 @@ class BatchedLLMBuilder:
             report.skipped = True
         else:
             done = stored_statements(store, graph_id)
+            receipts = store.receipts(graph_id)
             with PhaseProgress(self.config.show_progress) as bars:  # type: ignore[attr-defined]
                 done_turns = 0
                 for batch in all_batches:
                     if not all(turn.id in covered for turn in batch):
-                        self._write_batch(batch, BatchSink(graph_id, store, done, report, bars))
+                        self._write_batch(batch, BatchSink(graph_id, store, done, report, bars, receipts))
                     done_turns += len(batch)
                     bars.advance(f"conversation {conversation.id}", len(batch), total=report.turns)
                     if progress is not None:

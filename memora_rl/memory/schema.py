@@ -76,6 +76,11 @@ CREATE TABLE IF NOT EXISTS entry_episodes (
     episode_id TEXT NOT NULL,
     PRIMARY KEY (entry_seq, position)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS upsert_receipts (
+    graph_id TEXT NOT NULL REFERENCES graphs(graph_id) ON DELETE CASCADE,
+    receipt TEXT NOT NULL,
+    PRIMARY KEY (graph_id, receipt)
+) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
     abstraction, value, content='entries', content_rowid='seq'
 );

@@ -181,6 +181,16 @@ def entry_seqs(conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str]
     return found
 
 
+def write_receipt(conn: sqlite3.Connection, graph_id: str, receipt: str) -> None:
+    """Record that an upsert with this receipt was written into the graph (in the caller's transaction)."""
+    conn.execute("INSERT OR IGNORE INTO upsert_receipts(graph_id, receipt) VALUES (?, ?)", (graph_id, receipt))
+
+
+def read_receipts(conn: sqlite3.Connection, graph_id: str) -> set[str]:
+    """Every upsert receipt recorded in a graph."""
+    return {row[0] for row in conn.execute("SELECT receipt FROM upsert_receipts WHERE graph_id = ?", (graph_id,))}
+
+
 def read_entries(conn: sqlite3.Connection, graph_id: str, seqs: Sequence[int]) -> dict[int, MemoryEntry]:
     """Full entries (history, episodes, anchor ids) by seq."""
     result: dict[int, MemoryEntry] = {}

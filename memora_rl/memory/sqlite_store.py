@@ -142,6 +142,7 @@ class SQLiteGraphStore:
         value_vector: np.ndarray | None = None,
         anchor_vectors: Mapping[str, np.ndarray] | None = None,
         similar_by: SimilarBy = "abstraction",
+        receipt: str | None = None,
     ) -> UpsertResult:
         """Create-or-update an entry; see `GraphWriter.upsert_entry`."""
         return self._writer.upsert_entry(
@@ -152,6 +153,7 @@ class SQLiteGraphStore:
             value_vector=value_vector,
             anchor_vectors=anchor_vectors,
             similar_by=similar_by,
+            receipt=receipt,
         )
 
     def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:
@@ -202,6 +204,10 @@ class SQLiteGraphStore:
     def anchors(self, graph_id: str) -> list[CueAnchor]:
         """All cue anchors of a graph with their entry ids."""
         return sql_io.read_anchors(self._db.conn, graph_id)
+
+    def receipts(self, graph_id: str) -> set[str]:
+        """Receipts of the upserts written into a graph (a resumed build skips their candidates)."""
+        return sql_io.read_receipts(self._db.conn, graph_id)
 
     def stats(self, graph_id: str) -> dict[str, int]:
         """Counts of entries, anchors, episodes, links and history versions of a graph."""

@@ -74,9 +74,22 @@ class GraphStore(Protocol):
         ...
 
     def upsert_entry(
-        self, graph_id: str, candidate: EntryCandidate, decider: Decider, *, similar_by: SimilarBy = "abstraction"
+        self,
+        graph_id: str,
+        candidate: EntryCandidate,
+        decider: Decider,
+        *,
+        similar_by: SimilarBy = "abstraction",
+        receipt: str | None = None,
     ) -> UpsertResult:
-        """Create-or-update: compare with existing abstractions (or values), let `decider` merge or create."""
+        """Create-or-update: compare with existing abstractions (or values), let `decider` merge or create.
+
+        `receipt` is stored in the same transaction as the write, so a resumed build knows it happened.
+        """
+        ...
+
+    def receipts(self, graph_id: str) -> set[str]:
+        """Receipts of the upserts written into a graph (see `upsert_entry`)."""
         ...
 
     def link_anchors(self, graph_id: str, entry_id: str, anchor_texts: Sequence[str]) -> list[CueAnchor]:

@@ -112,6 +112,7 @@ class GraphWriter:
         value_vector: np.ndarray | None = None,
         anchor_vectors: Mapping[str, np.ndarray] | None = None,
         similar_by: SimilarBy = "abstraction",
+        receipt: str | None = None,
     ) -> UpsertResult:
         """Create-or-update: the top-k existing abstractions (or values) with cosine >= gamma go to `decider`.
 
@@ -125,6 +126,7 @@ class GraphWriter:
         (a thread of this store, another store object or process) commits between the read it
         decided on and this write, the similar entries are read and decided on again inside the
         write transaction, so two writers cannot both create the same entry or merge into a stale one.
+        A `receipt` is stored in the same transaction: the write and the record of it land together.
         """
         if abstraction_vector is None or value_vector is None:
             abstraction_vector, value_vector = self._embed([candidate.abstraction, candidate.value])
@@ -142,6 +144,8 @@ class GraphWriter:
                 seq, anchors = self._write_create(conn, graph_id, plan, anchors_by_text)
             else:
                 anchors, added, unlinked, pruned = self._write_merge(conn, graph_id, plan, anchors_by_text)
+            if receipt is not None:
+                sql_io.write_receipt(conn, graph_id, receipt)
         cache = self._views.loaded(graph_id)
         if plan.target is None:
             plan.entry.anchor_ids = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]

@@ -200,3 +200,36 @@ def test_merge_rederives_anchors_from_the_merged_value_and_prunes_stale_ones(tmp
     assert sorted(texts[anchor_id] for anchor_id in entry.anchor_ids) == ["Alice + Orbit", "Alice + job"]
     assert sorted(texts.values()) == ["Alice + Orbit", "Alice + job"]  # "Alice + Nova" was left empty: pruned
     assert store.check_integrity().ok
+
+
+def test_a_candidate_merged_into_another_value_is_not_merged_again_on_resume(tmp_path: Path) -> None:
+    """A kill after a merge and before the batch's episodes: the re-run finds the upsert's receipt and skips it."""
+    from memora_rl.builders.base import new_report, stored_statements
+    from memora_rl.builders.batched import BatchSink, LLMBuildReport, PhaseProgress
+    from memora_rl.memory import EntryCandidate, MergeDecision, always_create
+
+    store = open_store(tmp_path / "g.sqlite")
+    old = EntryCandidate(abstraction="Alice's job", value="Alice works at Nova", source_turn_ids=["D1:1"])
+    new = EntryCandidate(abstraction="Alice's job", value="Alice now works at Orbit", source_turn_ids=["D2:1"])
+    calls: list[str] = []
+
+    def rewrite(candidate: EntryCandidate, similar: list[MemoryEntry]) -> MergeDecision:
+        calls.append(candidate.value)
+        return MergeDecision(action="merge", target_id=similar[0].id, merged_value="Alice moved from Nova to Orbit")
+
+    def sink() -> BatchSink:
+        """The sink a (re-)run of the batch gets: what the store says is done, fresh counters."""
+        report = new_report(LLMBuildReport, small_conversation(), "c1", 2)
+        done = stored_statements(store, "c1")
+        return BatchSink("c1", store, done, report, PhaseProgress(False), store.receipts("c1"))
+
+    first = sink()
+    first.upsert(old, always_create, "extract")
+    first.upsert(new, rewrite, "extract")  # merged into a value neither candidate has
+    resumed = sink()
+    resumed.upsert(old, always_create, "extract")
+    resumed.upsert(new, rewrite, "extract")
+    (entry,) = store.entries("c1")
+    assert calls == ["Alice now works at Orbit"]  # decided once, not again on the re-run
+    assert entry.value == "Alice moved from Nova to Orbit" and len(entry.history) == 1
+    assert resumed.report.entries_created == resumed.report.entries_merged == 0
