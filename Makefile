@@ -5,6 +5,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 PYTEST_ARGS ?=
+# Two pytest-xdist workers: vLLM tests share one server on one worker, other modules go to either (tests/conftest.py).
+TEST_WORKERS ?= 2
 # torch threads that spin-wait starve each other on 2 shared cores (7x slower embedding).
 export OMP_WAIT_POLICY ?= PASSIVE
 
@@ -22,10 +24,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: setup
-	$(BIN)/pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 quickstart: setup
 	$(BIN)/memora-rl quickstart

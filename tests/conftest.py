@@ -1,5 +1,6 @@
 """Session-wide fixtures: the tiny real model, the embedder, LoCoMo, one shared vLLM server.
 
+`make test` runs the suite on 2 pytest-xdist workers, grouped as `pytest_collection_modifyitems` says.
 Set MEMORA_RL_VLLM_URL (e.g. http://127.0.0.1:8100) to reuse a running server instead
 of starting one for the session. Tests marked `gpu` are skipped when CUDA is absent.
 """
@@ -20,8 +21,16 @@ SERVED_NAME = "smollm2"
 VLLM_URL_ENV = "MEMORA_RL_VLLM_URL"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu`-marked tests on machines without CUDA (torch is imported only if such tests exist)."""
+    """Group tests for `pytest -n 2 --dist loadgroup`; skip `gpu`-marked tests on machines without CUDA.
+
+    Every test that uses the vLLM server runs on one worker, so one server serves them all;
+    the other tests go by module, so a module's fixtures are built once.
+    """
+    for item in items:
+        group = "vllm" if "vllm_server" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from filelock import FileLock
+
 from memora_rl.config import apply_overrides
 from memora_rl.core.render import Tokenizer
 from memora_rl.data.records import Corpus, Task
@@ -165,7 +167,8 @@ def make_env(
 
     path = Path(store_path) if store_path is not None else graph_cache_path(spec)
     store = open_store(path, config=spec.store)
-    build_graphs(spec, corpus, store)
+    with FileLock(f"{path}.lock"):  # two processes making one env (eval beside training) build its graphs once
+        build_graphs(spec, corpus, store)
     tasks = split_tasks(spec, corpus, split)
     env = RetrievalEnv(store, spec.env, tasks=tasks, tokenizer=tokenizer, judge=judge, embedder=embedder)
     return env, tasks

@@ -134,3 +134,22 @@ def test_env_over_a_store_without_the_tasks_graph_names_graph_and_fix(tmp_path: 
     env = RetrievalEnv(open_store(tmp_path / "empty.sqlite"), tasks=[task])
     with pytest.raises(GraphError, match=r"Task 'q1' needs graph 'conv-absent'.*build the graph"):
         env.reset(seed=0, options={"task": task})
+
+
+@pytest.mark.slow
+def test_two_processes_making_one_env_at_once_build_its_graphs_once(tmp_path: Path) -> None:
+    """Eval started beside training: both make one env into one store; one builds, the other waits and reuses it."""
+    overrides = "['data.options.conversations=2', 'data.options.sessions_per_conversation=3']"
+    script = (
+        "import logging, sys\nfrom memora_rl.env.registry import make_env\n"
+        "logging.basicConfig(level=logging.INFO)\n"
+        f"env, _ = make_env('synthetic', split='all', store_path=sys.argv[1], overrides={overrides})\n"
+        "print(sum(env.store.stats(graph)['entries'] for graph in env.store.graph_ids()))\n"
+    )
+    command = [sys.executable, "-c", script, str(tmp_path / "graphs.sqlite")]
+    children = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [child.communicate(timeout=300) for child in children]
+    assert all(child.returncode == 0 for child in children), [err[-2000:] for _, err in outputs]
+    assert len({out.split()[-1] for out, _ in outputs}) == 1  # both see the same graphs
+    builds = sum(err.count("Built graph") for _, err in outputs)
+    assert builds == 2  # each of the 2 conversations built once, by one of the two processes
