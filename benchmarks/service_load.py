@@ -220,6 +220,7 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=["semantic", "heuristic"], help="baseline policies to serve")
     parser.add_argument("--llm-base-url", default=None, help="also serve policy=llm from this endpoint (.../v1)")
     parser.add_argument("--llm-model", default=None, help="served name of the exported policy")
+    parser.add_argument("--llm-requests", type=int, default=32, help="retrieves per concurrency level of policy=llm")
     parser.add_argument("--ingest-batches", type=int, default=24, help="ingest batches per concurrency level")
     parser.add_argument("--ingest-turns", type=int, default=10, help="turns per ingest batch")
     parser.add_argument("--seed", type=int, default=0)
@@ -242,12 +243,13 @@ def main() -> None:
         servers.append(("llm", ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model]))
     rows: list[dict] = []
     for name, policy_args in servers:
+        requests = args.llm_requests if name == "llm" else args.requests  # an LLM walk takes seconds, not ms
         with Server(stores, policy_args, free_port(), args.start_timeout) as server:
             label = f"retrieve, {name}, {args.entries} entries"
-            rows += retrieve_rows(server.url, label, GRAPH, synthetic_texts, args.concurrency, args.requests)
+            rows += retrieve_rows(server.url, label, GRAPH, synthetic_texts, args.concurrency, requests)
             if locomo is not None:
                 label = f"retrieve, {name}, LoCoMo {locomo[0]}"
-                rows += retrieve_rows(server.url, label, locomo[0], locomo[1], args.concurrency[:2], args.requests)
+                rows += retrieve_rows(server.url, label, locomo[0], locomo[1], args.concurrency[:2], requests)
             if name == args.policies[0]:
                 rows += [{"what": "GET /healthz (HTTP floor)", "concurrency": level,
                           **asyncio.run(load(server.url, "/healthz", [{}] * args.requests, level))}
