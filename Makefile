@@ -5,8 +5,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 PYTEST_ARGS ?=
-# Two pytest-xdist workers: vLLM tests share one server on one worker, other modules go to either (tests/conftest.py).
+# Two pytest-xdist workers: vLLM tests share one server on one worker, other modules go to either,
+# longest first (tests/conftest.py orders them; --no-loadscope-reorder keeps that order).
 TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 # torch threads that spin-wait starve each other on 2 shared cores (7x slower embedding).
 export OMP_WAIT_POLICY ?= PASSIVE
 
@@ -24,10 +26,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: setup
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: setup
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 quickstart: setup
 	$(BIN)/memora-rl quickstart

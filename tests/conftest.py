@@ -23,14 +23,20 @@ VLLM_URL_ENV = "MEMORA_RL_VLLM_URL"
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group tests for `pytest -n 2 --dist loadgroup`; skip `gpu`-marked tests on machines without CUDA.
+    """Group and order tests for `pytest -n 2 --dist loadgroup`; skip `gpu`-marked tests without CUDA.
 
     Every test that uses the vLLM server runs on one worker, so one server serves them all;
-    the other tests go by module, so a module's fixtures are built once.
+    the other tests go by module, so a module's fixtures are built once. Groups run longest
+    first (the vLLM group, then modules with slow tests, then the rest, which fill the gaps),
+    as `make test` keeps this order (`--no-loadscope-reorder`).
     """
+    groups = {}
     for item in items:
         group = "vllm" if "vllm_server" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
+        groups[item] = group
+    slow_groups = {group for item, group in groups.items() if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if groups[item] == "vllm" else 1 if groups[item] in slow_groups else 2)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
