@@ -1,4 +1,4 @@
-"""HTTP error bodies naming the field and the fix: validation (422), unknown graph, entry, run (404), bad input."""
+"""HTTP error bodies naming the field and the fix: bad input (422, 400), unknown ids (404), policy LLM down (502)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from memora_rl.errors import ConfigError, GraphError
+from memora_rl.errors import ConfigError, GraphError, LLMError
 from memora_rl.serve.eval_runs import EvalRunError
 from memora_rl.serve.graphs import UnknownGraphError
 
@@ -73,6 +73,14 @@ async def _on_config_error(_: Request, error: ConfigError) -> JSONResponse:
     return _body(422, str(error), [{"field": field, "message": str(error), "fix": FIXES.get(field, "see /docs")}])
 
 
+async def _on_llm_error(_: Request, error: LLMError) -> JSONResponse:
+    fix = (
+        "the policy's LLM server failed on this walk. When it names the context length, restart it with a larger "
+        "--max-model-len (memora-rl serve) or send a smaller budget (fewer steps, a shorter chat)"
+    )
+    return _body(502, f"{error} (fix: {fix})", [{"field": "policy", "message": str(error), "fix": fix}])
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers above on `app`."""
     app.add_exception_handler(RequestValidationError, _on_validation)  # type: ignore[arg-type]
@@ -80,3 +88,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(GraphError, _on_graph_error)  # type: ignore[arg-type]
     app.add_exception_handler(ConfigError, _on_config_error)  # type: ignore[arg-type]
     app.add_exception_handler(EvalRunError, _on_eval_run_error)  # type: ignore[arg-type]
+    app.add_exception_handler(LLMError, _on_llm_error)  # type: ignore[arg-type]
