@@ -138,7 +138,6 @@ class BatchCombiner:
             for queued in batch:
                 queued.error = error
         for queued in batch:
-            queued.lead = False
             queued.ready.set()
         with self._lock:
             if self._queue:

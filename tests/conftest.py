@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     first (the vLLM group, then modules with slow tests, then the rest, which fill the gaps),
     as `make test` keeps this order (`--no-loadscope-reorder`).
     """
-    groups = {}
+    groups: dict[pytest.Item, str] = {}
     for item in items:
         group = "vllm" if "vllm_server" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))

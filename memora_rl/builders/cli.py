@@ -16,6 +16,7 @@ from rich.table import Table
 
 from memora_rl.cli_options import config_option, given
 from memora_rl.errors import ConfigError, DataError, GraphError
+from memora_rl.llm.structured import describe_validation_error
 from memora_rl.memory.config import StoreConfig, UpsertConfig
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def build_store_config(gamma: float | None, top_k: int | None) -> StoreConfig:
     try:
         return StoreConfig(upsert=UpsertConfig(**given(gamma=gamma, top_k=top_k)))
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors())
+        problems = describe_validation_error(error)
         raise ConfigError(
             f"Invalid --upsert-gamma {gamma} / --upsert-top-k {top_k} ({problems}). "
             "Pass a cosine between -1 and 1 and a top-k of at least 1."
