@@ -42,6 +42,7 @@ Outputs in `--out` (default benchmarks/results/learning/): learning.json (all fi
 learning.md (the tables, also printed) and recall_vs_tokens.png.
 
     python benchmarks/learning.py --seeds 0 1 2 --runs-dir runs/learning         # full run, resumable
+    python benchmarks/learning.py --seeds 0 1 2 --share-warm-start --runs-dir runs/learning  # one warm start
     python benchmarks/learning.py --skip-train --eval-tasks 20                    # untrained policies only
     python benchmarks/learning.py --skip-train --no-llm                           # baselines + oracle: seconds
     python benchmarks/learning.py --config configs/grpo/tiny.yaml --skip-train --eval-tasks 3
@@ -62,6 +63,7 @@ import importlib.util
 import json
 import logging
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -609,6 +611,23 @@ def finished_run(config: Any) -> bool:
     return True
 
 
+def share_warm_start(first_run: Path, run_dir: Path) -> None:
+    """Copy the first seed's finished warm start into `run_dir`, so this seed's GRPO starts from the same policy.
+
+    Raises:
+        SystemExit: the first seed's warm start is not finished (its run must train first).
+    """
+    from memora_rl.training.warmstart import DONE_FILE
+
+    source, target = first_run / "warmstart" / "model", run_dir / "warmstart" / "model"
+    if (target / DONE_FILE).is_file():
+        return
+    if not (source / DONE_FILE).is_file():
+        raise SystemExit(f"--share-warm-start: {source} holds no finished warm start; train the first seed first.")
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    logger.info("sharing the warm start of %s with %s", first_run.name, run_dir.name)
+
+
 def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
     """Train one seed's run, or reuse a finished one (`final/` exists) from `--runs-dir`."""
     from memora_rl.config import load_config
@@ -618,6 +637,8 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
     config = seed_config(args, seed, root)
     reused = finished_run(config)
     train_s = None
+    if args.share_warm_start and not reused and seed != args.seeds[0]:
+        share_warm_start(seed_config(args, args.seeds[0], root).output_dir, config.output_dir)
     if reused:
         logger.info("seed %d: reusing the finished run %s", seed, config.output_dir)
     else:
@@ -722,6 +743,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, default=HARD, help="TrainConfig YAML (its env is evaluated).")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="Training seeds (one run each).")
     parser.add_argument("--steps", type=int, default=None, help="GRPO max_steps override (default: the config's).")
+    parser.add_argument(
+        "--share-warm-start",
+        action="store_true",
+        help="Every seed's GRPO starts from the first seed's warm start (copied), so the spread across seeds is "
+        "GRPO's alone and the warm start trains once.",
+    )
     parser.add_argument("--warm-max-tasks", type=int, default=None, help="warm_start.max_tasks override.")
     parser.add_argument("--backend", choices=["vllm", "transformers"], default="vllm", help="Training rollouts.")
     parser.add_argument(

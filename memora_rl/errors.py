@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class MemoraError(Exception):
     """Base class of every error memora-rl raises on purpose."""
@@ -50,3 +52,18 @@ class ExportError(MemoraError):
 
 class EvalError(MemoraError):
     """An offline evaluation was asked for something it cannot do (unknown policy, no split)."""
+
+
+def describe_validation_error(error: ValidationError, root: str = "<root>") -> str:
+    """One line listing each invalid field of a pydantic error and its reason (`root` names a top-level error).
+
+    >>> from pydantic import BaseModel
+    >>> class Turn(BaseModel):
+    ...     speaker: str
+    >>> try:
+    ...     Turn.model_validate({})
+    ... except ValidationError as error:
+    ...     describe_validation_error(error)
+    'speaker: Field required'
+    """
+    return "; ".join(f"{'.'.join(str(p) for p in item['loc']) or root}: {item['msg']}" for item in error.errors())

@@ -15,8 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from memora_rl.cli_options import config_option, given
-from memora_rl.errors import ConfigError, DataError, GraphError
-from memora_rl.llm.structured import describe_validation_error
+from memora_rl.errors import ConfigError, DataError, GraphError, describe_validation_error
 from memora_rl.memory.config import StoreConfig, UpsertConfig
 
 if TYPE_CHECKING:

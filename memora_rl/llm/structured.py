@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from memora_rl.errors import describe_validation_error
+
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 
 REPAIR_PROMPT = (
@@ -67,11 +69,6 @@ def json_objects(text: str) -> Iterator[dict[str, Any]]:
             if isinstance(value, dict):
                 yield value
             start = candidate.find("{", start + 1)
-
-
-def describe_validation_error(error: ValidationError) -> str:
-    """One line listing each invalid field and pydantic's reason."""
-    return "; ".join(f"{'.'.join(str(p) for p in item['loc']) or '<root>'}: {item['msg']}" for item in error.errors())
 
 
 def parse_structured(text: str, schema: type[SchemaT]) -> SchemaT:

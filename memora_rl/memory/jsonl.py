@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from memora_rl.errors import DataError
+from memora_rl.errors import DataError, describe_validation_error
 from memora_rl.memory.records import CueAnchor, Episode, MemoryEntry
 from memora_rl.memory.sqlite_store import SQLiteGraphStore
 
@@ -87,7 +87,7 @@ def read_jsonl(path: str | Path) -> list[tuple[int, GraphLine | EpisodeLine | An
             except json.JSONDecodeError as error:
                 raise DataError(f"{path}:{number}: not valid JSON ({error.msg}).") from error
             except ValidationError as error:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or '<line>'}: {e['msg']}" for e in error.errors())
+                problems = describe_validation_error(error, root="<line>")
                 raise DataError(
                     f"{path}:{number}: not a graph record ({problems}). Each line needs a `type` of "
                     "graph, episode, anchor or entry and that record's fields."

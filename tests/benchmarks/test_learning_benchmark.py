@@ -207,6 +207,24 @@ def test_seed_config_applies_the_benchmark_overrides(tmp_path):
     assert config.save_steps == 5  # the config's own: runs kept in --runs-dir can resume from checkpoints
 
 
+def test_share_warm_start_copies_the_first_seeds_finished_warm_start(tmp_path):
+    from memora_rl.training.warmstart import DONE_FILE
+
+    first, other = tmp_path / "hard-s0", tmp_path / "hard-s1"
+    with pytest.raises(SystemExit, match="no finished warm start"):
+        learning.share_warm_start(first, other)
+    model = first / "warmstart" / "model"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / DONE_FILE).write_text("{}")
+    learning.share_warm_start(first, other)
+    copied = other / "warmstart" / "model"
+    assert (copied / "model.safetensors").read_bytes() == b"weights" and (copied / DONE_FILE).is_file()
+    (model / "model.safetensors").write_bytes(b"retrained")
+    learning.share_warm_start(first, other)  # a finished copy is kept as it is
+    assert (copied / "model.safetensors").read_bytes() == b"weights"
+
+
 def test_generator_defaults_to_vllm_when_installed(monkeypatch):
     assert learning.parse_args(["--generator", "transformers"]).generator == "transformers"
     monkeypatch.setattr(learning.importlib.util, "find_spec", lambda name: object() if name == "vllm" else None)
