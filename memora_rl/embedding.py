@@ -19,6 +19,7 @@ import numpy as np
 
 from memora_rl.errors import ModelError
 from memora_rl.paths import cache_dir
+from memora_rl.sqlite_wal import enable_wal
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class EmbeddingCache:
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(self._conn)
         # A cache: a write lost to a power cut is recomputed, so commits skip the fsync (WAL stays consistent).
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute(

@@ -20,6 +20,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "paths": 0,
     "async_bridge": 0,
+    "sqlite_wal": 0,
     "config": 1,
     "embedding": 1,
     "cli_options": 1,

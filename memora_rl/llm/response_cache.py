@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from memora_rl.errors import LLMError
 from memora_rl.paths import cache_dir
+from memora_rl.sqlite_wal import enable_wal
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class ResponseCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            enable_wal(self._conn)
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._create_schema()
         except (OSError, sqlite3.Error) as error:

@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from memora_rl.errors import GraphError
+from memora_rl.sqlite_wal import enable_wal
 
 SCHEMA_VERSION = 1
 """Bump on any incompatible change to the tables below."""
@@ -111,7 +112,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        enable_wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         _check_or_create(conn, path)
@@ -126,27 +127,40 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+def _has_meta(conn: sqlite3.Connection) -> bool:
+    """True when the file holds memora-rl's `meta` table."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is not None
+
+
 def _check_or_create(conn: sqlite3.Connection, path: Path) -> None:
-    """Create the tables in a new file, or check the recorded schema version of an existing one."""
-    has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
-    if has_meta:
-        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        found = row[0] if row else "none"
-        if found != str(SCHEMA_VERSION):
-            raise GraphError(
-                f"Store {path} has schema version {found}, this memora-rl reads version {SCHEMA_VERSION}. "
-                "Export it with the memora-rl version that wrote it (`memora-rl graph export`) and import the "
-                "JSONL into a new store, or rebuild it with `memora-rl graph build`."
-            )
-        return
-    tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
-    if tables:
-        raise GraphError(f"{path} is a SQLite file of another application. Pass a new path for the memory store.")
-    conn.execute("BEGIN IMMEDIATE")
-    for statement in _split_statements(_TABLES):
-        conn.execute(statement)
-    conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-    conn.execute("COMMIT")
+    """Create the tables in a new file, or check the recorded schema version of an existing one.
+
+    Creation looks again under the write lock: processes opening one new store at once (eval
+    beside training) create it once, and the others find it made.
+    """
+    if not _has_meta(conn):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if not _has_meta(conn):
+                if conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]:
+                    raise GraphError(
+                        f"{path} is a SQLite file of another application. Pass a new path for the memory store."
+                    )
+                for statement in _split_statements(_TABLES):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    found = row[0] if row else "none"
+    if found != str(SCHEMA_VERSION):
+        raise GraphError(
+            f"Store {path} has schema version {found}, this memora-rl reads version {SCHEMA_VERSION}. "
+            "Export it with the memora-rl version that wrote it (`memora-rl graph export`) and import the "
+            "JSONL into a new store, or rebuild it with `memora-rl graph build`."
+        )
 
 
 def _split_statements(script: str) -> list[str]:

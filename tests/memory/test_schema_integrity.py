@@ -62,3 +62,34 @@ def test_failed_transaction_rolls_back_everything(store: SQLiteGraphStore):
         conn.execute("INSERT INTO graphs(graph_id) VALUES ('g')")  # duplicate key -> error
     assert store.stats("g") == before
     assert len(store.search("g", "b")) == 1
+
+
+def test_connections_creating_one_new_store_at_once_all_open_it(tmp_path):
+    """Processes that open a new store at once (eval beside training) race to create its tables; none fails."""
+    import threading
+
+    from memora_rl.memory.schema import connect
+
+    for attempt in range(10):
+        path = tmp_path / f"race-{attempt}.sqlite"
+        barrier, errors, connections = threading.Barrier(6), [], []
+
+        def open_it(path=path, barrier=barrier, errors=errors, connections=connections) -> None:
+            barrier.wait()
+            try:
+                connections.append(connect(path))
+            except GraphError as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=open_it) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [] and len(connections) == 6
+        versions = {
+            conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() for conn in connections
+        }
+        assert versions == {(str(SCHEMA_VERSION),)}
+        for conn in connections:
+            conn.close()
