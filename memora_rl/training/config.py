@@ -120,6 +120,8 @@ class WarmStartSettings(StrictModel):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, ~30% more compute (TRL's SFT default is on;
     a 135M policy does not need it)."""
+    save_steps: int = Field(20, ge=1)
+    """Checkpoint the warm start every N optimizer steps (the last two kept): a killed run resumes from the last."""
     beam_width: int = Field(6, ge=1)
     """Oracle beam width."""
     max_refines: int = Field(2, ge=0)
@@ -137,7 +139,10 @@ class TrainConfig(StrictModel):
     """Environment name registered in `memora_rl.env.registry` (see `envs/`)."""
     env_overrides: list[str] = Field(default_factory=list)
     """Dotted `key=value` overrides of the env spec (see `resolve_env_spec`), e.g. `env.max_steps=5`,
-    `env.judge.correctness=token_f1`, `env.judge.cost_weight=0.2`; the judge's weights follow them."""
+    `env.judge.cost_weight=0.2`; the judge's weights follow them. Correctness G is `env.judge.correctness`:
+    `evidence_recall` (default, model-free), `answer_llm` (an LLM judge's CORRECT=1/WRONG=0 of an answerer's
+    answer; abstention tasks are judged on saying the memories do not tell) or `token_f1`; the answer
+    graders need `env.judge.answerer={base_url: http://127.0.0.1:8000/v1, model: NAME}`."""
     split: SplitName = "train"
     """Task split the env draws training tasks from."""
     max_tasks: int | None = Field(None, ge=1)

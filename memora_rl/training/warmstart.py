@@ -96,6 +96,12 @@ def warm_start_tasks(tasks: Sequence[Any], max_tasks: int | None, seed: int) -> 
     return order[:max_tasks] if max_tasks else order
 
 
+def last_checkpoint(folder: Path) -> Path | None:
+    """The trainer's `checkpoint-<step>` folder with the highest step under `folder`, or None."""
+    steps = [(int(path.name[11:]), path) for path in folder.glob("checkpoint-*") if path.name[11:].isdigit()]
+    return max(steps)[1] if steps else None
+
+
 def warm_start(config: Any, device: str) -> Path:
     """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
     out = config.output_dir / "warmstart"
@@ -130,7 +136,9 @@ def warm_start(config: Any, device: str) -> Path:
         gradient_accumulation_steps=settings.gradient_accumulation,
         learning_rate=settings.learning_rate,
         logging_steps=1,
-        save_strategy="no",
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=2,  # the one before the last survives a kill during a save
         report_to=[],
         seed=config.seed,
         use_cpu=device == "cpu",
@@ -145,7 +153,10 @@ def warm_start(config: Any, device: str) -> Path:
         processing_class=tokenizer,
         peft_config=lora,
     )
-    result = trainer.train()
+    resume = last_checkpoint(out / "trainer")
+    if resume is not None:
+        logger.info("warm start: resuming from %s", resume)
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     merged = trainer.model.merge_and_unload()
     model_dir.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(str(model_dir))

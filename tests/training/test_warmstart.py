@@ -75,7 +75,10 @@ def test_scripted_generator_refuses_batches_and_overruns(smol_tokenizer) -> None
 
 @pytest.mark.slow
 def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
-    """Two oracle episodes of the real synthetic env, one epoch: a merged model that differs from the base."""
+    """Two oracle episodes of the real synthetic env, one epoch: a merged model that differs from the base;
+    a run killed after its first checkpoint resumes from it to the same merged weights."""
+    import shutil
+
     import torch
 
     from memora_rl.llm.registry import load_causal_lm
@@ -88,7 +91,7 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
         output_root=tmp_path,
         backend="transformers",
         grpo={"max_turns": 4, "max_completion_tokens": 1024, "per_device_batch_size": 4},
-        warm_start=WarmStartSettings(enabled=True, max_tasks=2, epochs=1, gradient_accumulation=1),
+        warm_start=WarmStartSettings(enabled=True, max_tasks=2, epochs=1, gradient_accumulation=1, save_steps=1),
         logging={"wandb": "disabled"},
     )
     model_dir = warm_start(config, "cpu")
@@ -100,6 +103,14 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
     merged_weight, base_weight = merged.state_dict()[name], base.state_dict()[name]
     assert not torch.allclose(merged_weight, base_weight)
     assert warm_start(config, "cpu") == model_dir  # finished: reused, not retrained
+
+    trainer_dir = model_dir.parent / "trainer"
+    assert sorted(path.name for path in trainer_dir.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    shutil.rmtree(model_dir)  # killed after step 1's checkpoint: step 2 and the merge are lost
+    shutil.rmtree(trainer_dir / "checkpoint-2")
+    warm_start(config, "cpu")
+    resumed = load_causal_lm(str(model_dir), dtype="float32").state_dict()[name]
+    torch.testing.assert_close(resumed, merged_weight, atol=1e-5, rtol=0)
 
 
 def test_a_warm_started_run_names_the_merged_model_where_export_reads_it(tmp_path) -> None:
