@@ -30,6 +30,10 @@ ENTRY_TEMPLATE = "[{entry_id}] {abstraction}: {value}"
 FRONTIER_HEADER = "Frontier ({count}, expand up to {max_ids} ids per turn):"
 FRONTIER_EMPTY = "Frontier: empty (refine or stop)"
 FRONTIER_TEMPLATE = '[{entry_id}] via "{anchor}": {abstraction}'
+FRONTIER_LINK_TEMPLATE = '[{entry_id}] via {via} "{anchor}": {abstraction}'
+"""A frontier item reached by a shared episode or a similar abstraction (`via` is `episode` or `similar`)."""
+EPISODE_TEMPLATE = 'Episode "{title}": {text}'
+"""A working-set episode in the episodic context modes (its entries' lines follow in `episodic+factual`)."""
 BUDGET_TEMPLATE = (
     "Budget left: {budget_left:g} of {budget:g} (expand {expand_cost:g} per id, refine {refine_cost:g}). "
     "Step {step} of {max_steps}."
@@ -59,12 +63,16 @@ COMPACT_ENTRY_TEMPLATE = "{entry_id} {abstraction}: {value}"
 COMPACT_FRONTIER_HEADER = "Linked (expand up to {max_ids}):"
 COMPACT_FRONTIER_EMPTY = "Linked: none (refine or stop)"
 COMPACT_FRONTIER_TEMPLATE = "{entry_id} {abstraction}"
+COMPACT_FRONTIER_LINK_TEMPLATE = "{entry_id} {abstraction}"
+COMPACT_EPISODE_TEMPLATE = "Episode {title}: {text}"
 COMPACT_BUDGET_TEMPLATE = (
     "Budget {budget_left:g}/{budget:g} (expand {expand_cost:g}/id, refine {refine_cost:g}), step {step}/{max_steps}."
 )
 COMPACT_ERROR_TEMPLATE = "Invalid last action: {error}"
 COMPACT_VALUE_TOKENS = 32
 """Tokens of one working-set value at most in compact mode (longer values end in an ellipsis)."""
+COMPACT_EPISODE_TOKENS = 96
+"""Tokens of one working-set episode text at most in compact mode (episodic context modes)."""
 
 _GRAPH = "example"
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from memora_rl.core import prompts
-from memora_rl.core.state import FrontierView, ObservationState
+from memora_rl.core.state import EpisodeGroup, FrontierView, ObservationState
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +24,8 @@ DEFAULT_MAX_PROMPT_TOKENS = 512
 """Default token budget of one rendered observation (SmolLM2 serves 2048-token contexts)."""
 CHARS_PER_TOKEN = 4
 """Characters per token assumed when no tokenizer is given."""
+LINK_LABEL_CHARS = 60
+"""Characters of an episode cue or a similar abstraction shown as a frontier item's link label, at most."""
 
 
 class Tokenizer(Protocol):
@@ -98,6 +100,19 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def link_label(text: str, max_chars: int = LINK_LABEL_CHARS) -> str:
+    """`text` on one line, cut at a word boundary to at most `max_chars` characters (ellipsis when cut).
+
+    >>> link_label("Alice talks about her new job at Nova and the team", max_chars=24)
+    'Alice talks about her…'
+    """
+    line = one_line(text)
+    if len(line) <= max_chars:
+        return line
+    head = line[: max_chars - len(prompts.ELLIPSIS)]
+    return (head.rsplit(" ", 1)[0] if " " in head else head).rstrip() + prompts.ELLIPSIS
+
+
 @dataclass(frozen=True)
 class Layout:
     """The templates one rendering mode lays an observation out with (see `memora_rl.core.prompts`)."""
@@ -110,11 +125,17 @@ class Layout:
     frontier_header: str
     frontier_empty: str
     frontier_item: str
+    frontier_link_item: str
+    """A frontier item reached by an episode or a similar abstraction (anchor items use `frontier_item`)."""
+    episode: str
+    """A working-set episode line (episodic context modes)."""
     budget: str
     error: str
     instruction: str | None
     value_tokens: int | None
     """Cap on each working-set value before any budget cut (None: no cap)."""
+    episode_tokens: int | None
+    """Cap on each working-set episode text before any budget cut (None: no cap)."""
 
 
 FULL_LAYOUT = Layout(
@@ -126,9 +147,12 @@ FULL_LAYOUT = Layout(
     prompts.FRONTIER_HEADER,
     prompts.FRONTIER_EMPTY,
     prompts.FRONTIER_TEMPLATE,
+    prompts.FRONTIER_LINK_TEMPLATE,
+    prompts.EPISODE_TEMPLATE,
     prompts.BUDGET_TEMPLATE,
     prompts.ERROR_TEMPLATE,
     prompts.INSTRUCTION,
+    None,
     None,
 )
 """The default layout: labelled sections, anchors on frontier items, a closing instruction."""
@@ -141,10 +165,13 @@ COMPACT_LAYOUT = Layout(
     prompts.COMPACT_FRONTIER_HEADER,
     prompts.COMPACT_FRONTIER_EMPTY,
     prompts.COMPACT_FRONTIER_TEMPLATE,
+    prompts.COMPACT_FRONTIER_LINK_TEMPLATE,
+    prompts.COMPACT_EPISODE_TEMPLATE,
     prompts.COMPACT_BUDGET_TEMPLATE,
     prompts.COMPACT_ERROR_TEMPLATE,
     None,
     prompts.COMPACT_VALUE_TOKENS,
+    prompts.COMPACT_EPISODE_TOKENS,
 )
 """Compact layout for multi-turn training: short labels, no anchors, capped values, no instruction line."""
 
@@ -154,6 +181,52 @@ def layout_for(compact: bool) -> Layout:
     return COMPACT_LAYOUT if compact else FULL_LAYOUT
 
 
+def episode_groups(state: ObservationState) -> list[EpisodeGroup] | None:
+    """The working set grouped by episode in an episodic context mode; None in `factual` (entry lines only)."""
+    return None if state.context_mode == "factual" else state.episode_groups
+
+
+def _working_set_lines(
+    state: ObservationState,
+    abstractions: Sequence[str],
+    values: Sequence[str],
+    groups: Sequence[EpisodeGroup] | None,
+    episode_texts: Sequence[str],
+    layout: Layout,
+) -> list[str]:
+    """The working set's lines: entry lines, or per episode its line (then, in `episodic+factual`, its entries).
+
+    `episode_texts` are the groups' shortened episode texts ("" for the group without an episode).
+    """
+    entry_lines = [
+        layout.entry.format(entry_id=entry.id, abstraction=abstraction, value=value)
+        for entry, abstraction, value in zip(state.working_set, abstractions, values, strict=True)
+    ]
+    if groups is None:
+        return entry_lines
+    line_of = {entry.id: line for entry, line in zip(state.working_set, entry_lines, strict=True)}
+    lines = []
+    for group, text in zip(groups, episode_texts, strict=True):
+        if group.episode is not None:
+            title = one_line(group.episode.title) or group.episode.id
+            lines.append(layout.episode.format(title=title, text=text))
+            if state.context_mode == "episodic":
+                continue
+        lines.extend(line_of[entry.id] for entry in group.entries)
+    return lines
+
+
+def _frontier_line(item: FrontierView, abstraction: str, layout: Layout) -> str:
+    """One frontier item; anchor links keep the plain `via "<anchor>"` form, others name their kind."""
+    if item.via == "anchor":
+        return layout.frontier_item.format(
+            entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction
+        )
+    return layout.frontier_link_item.format(
+        entry_id=item.entry_id, via=item.via, anchor=one_line(item.anchor), abstraction=abstraction
+    )
+
+
 def _compose(
     state: ObservationState,
     abstractions: Sequence[str],
@@ -161,25 +234,22 @@ def _compose(
     frontier: Sequence[FrontierView],
     frontier_abstractions: Sequence[str],
     layout: Layout = FULL_LAYOUT,
+    groups: Sequence[EpisodeGroup] | None = None,
+    episode_texts: Sequence[str] = (),
 ) -> str:
-    """Lay out the observation from already-shortened parts."""
+    """Lay out the observation from already-shortened parts (`groups`: see `episode_groups`)."""
     lines = [layout.question.format(question=state.question.strip())]
     if one_line(state.query) != one_line(state.question):
         lines.append(layout.query.format(query=one_line(state.query)))
     if state.working_set:
         lines.append(layout.working_set_header.format(count=len(state.working_set)))
-        for entry, abstraction, value in zip(state.working_set, abstractions, values, strict=True):
-            lines.append(layout.entry.format(entry_id=entry.id, abstraction=abstraction, value=value))
+        lines.extend(_working_set_lines(state, abstractions, values, groups, episode_texts, layout))
     else:
         lines.append(layout.working_set_empty)
     if frontier:
         lines.append(layout.frontier_header.format(count=len(frontier), max_ids=state.max_ids_per_expand))
         for item, abstraction in zip(frontier, frontier_abstractions, strict=True):
-            lines.append(
-                layout.frontier_item.format(
-                    entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction
-                )
-            )
+            lines.append(_frontier_line(item, abstraction, layout))
     else:
         lines.append(layout.frontier_empty)
     lines.append(
@@ -244,6 +314,19 @@ def _largest_part_cap(
     return 0
 
 
+def _visible_text_parts(
+    state: ObservationState, values: Sequence[str], groups: Sequence[EpisodeGroup] | None, episode_texts: Sequence[str]
+) -> list[str]:
+    """The cuttable texts the rendering shows: the values of the entries shown as lines, then the episode texts."""
+    if groups is None:
+        return list(values)
+    texts = [text for group, text in zip(groups, episode_texts, strict=True) if group.episode is not None]
+    if state.context_mode == "episodic":  # only entries without an episode show their line
+        loose = {entry.id for group in groups if group.episode is None for entry in group.entries}
+        values = [value for entry, value in zip(state.working_set, values, strict=True) if entry.id in loose]
+    return [*values, *texts]
+
+
 def render_observation(
     state: ObservationState,
     tokenizer: Tokenizer | None = None,
@@ -252,11 +335,11 @@ def render_observation(
 ) -> str:
     """Render the user turn for `state` within `max_prompt_tokens` tokens.
 
-    Values are cut first (each to a common token cap, the largest that fits), then
-    abstractions, then the lowest-ranked frontier items are dropped. The question, ids,
-    budget line and instruction are never cut; if they alone exceed the budget the text
-    is returned over budget and a warning is logged. `compact` uses `COMPACT_LAYOUT`
-    (about half the tokens; for multi-turn training, where every observation stays in context).
+    Values (and, in the episodic context modes, episode texts) are cut first, each to a common
+    token cap, the largest that fits; then abstractions; then the lowest-ranked frontier items
+    are dropped. The question, ids, budget line and instruction are never cut; if they alone
+    exceed the budget the text is returned over budget and a warning is logged. `compact` uses
+    `COMPACT_LAYOUT` (about half the tokens; for multi-turn training, where every observation stays in context).
     """
     layout = layout_for(compact)
     meter = TokenMeter(tokenizer)
@@ -264,29 +347,53 @@ def render_observation(
     values = [one_line(entry.value) for entry in state.working_set]
     if layout.value_tokens is not None:
         values = [meter.shorten(value, layout.value_tokens) for value in values]
+    groups = episode_groups(state)
+    episode_texts = [one_line(group.episode.text) if group.episode else "" for group in groups or ()]
+    if layout.episode_tokens is not None:
+        episode_texts = [meter.shorten(text, layout.episode_tokens) if text else "" for text in episode_texts]
     frontier = list(state.frontier)
     frontier_abstractions = [one_line(item.abstraction) for item in frontier]
-    full = _compose(state, abstractions, values, frontier, frontier_abstractions, layout)
+
+    def compose(
+        abstractions: Sequence[str],
+        values: Sequence[str],
+        frontier_size: int,
+        frontier_abs: Sequence[str],
+        texts: Sequence[str],
+    ) -> str:
+        return _compose(
+            state, abstractions, values, frontier[:frontier_size], frontier_abs[:frontier_size], layout, groups, texts
+        )
+
+    full = compose(abstractions, values, len(frontier), frontier_abstractions, episode_texts)
     if meter.count(full) <= max_prompt_tokens:
         return full
 
-    def with_value_cap(cap: int) -> str:
-        shortened = [meter.shorten(v, cap) for v in values]
-        return _compose(state, abstractions, shortened, frontier, frontier_abstractions, layout)
+    def shorten_all(texts: Sequence[str], cap: int) -> list[str]:
+        return [meter.shorten(text, cap) if text else "" for text in texts]
 
-    cap = _largest_part_cap(with_value_cap, meter, max_prompt_tokens, [meter.count(v) for v in values])
+    def with_value_cap(cap: int) -> str:
+        return compose(
+            abstractions,
+            shorten_all(values, cap),
+            len(frontier),
+            frontier_abstractions,
+            shorten_all(episode_texts, cap),
+        )
+
+    parts = [meter.count(text) for text in _visible_text_parts(state, values, groups, episode_texts)]
+    cap = _largest_part_cap(with_value_cap, meter, max_prompt_tokens, parts)
     if cap is not None:
         return with_value_cap(cap)
-    values = [meter.shorten(v, 0) for v in values]
+    values, episode_texts = shorten_all(values, 0), shorten_all(episode_texts, 0)
 
     def with_abstraction_cap(cap: int) -> str:
-        return _compose(
-            state,
-            [meter.shorten(a, cap) for a in abstractions],
+        return compose(
+            shorten_all(abstractions, cap),
             values,
-            frontier,
-            [meter.shorten(a, cap) for a in frontier_abstractions],
-            layout,
+            len(frontier),
+            shorten_all(frontier_abstractions, cap),
+            episode_texts,
         )
 
     parts = [meter.count(a) for a in abstractions + frontier_abstractions]
@@ -297,7 +404,7 @@ def render_observation(
     short_frontier = [meter.shorten(a, 0) for a in frontier_abstractions]
 
     def with_frontier_size(size: int) -> str:
-        return _compose(state, abstractions, values, frontier[:size], short_frontier[:size], layout)
+        return compose(abstractions, values, size, short_frontier, episode_texts)
 
     size = _largest_fitting_cap(with_frontier_size, meter, max_prompt_tokens, len(frontier))
     text = with_frontier_size(size or 0)

@@ -6,8 +6,9 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
+from memora_rl.core.state import ContextMode
 from memora_rl.data.records import Task
-from memora_rl.memory.records import MemoryEntry
+from memora_rl.memory.records import Episode, MemoryEntry
 
 ActionKind = Literal["expand", "refine", "stop", "invalid", "forced"]
 """`forced` is no policy action: the caller (a rollout out of turns or tokens) ended the episode."""
@@ -46,9 +47,14 @@ class Trajectory(BaseModel):
     budget_spent: float = 0.0
     stop_reason: StopReason | None = None
     context_tokens: int = 0
-    """Tokens of retrieved context handed to an answerer (policy tokenizer, or whitespace words)."""
+    """Tokens of retrieved context handed to an answerer (policy tokenizer, or 4 characters per token): in
+    `factual` mode the entries' `abstraction: value` lines, in the episodic modes `core.context.build_context`."""
     initial_turn_ids: list[str] = Field(default_factory=list)
     """Source turn ids of the working set right after reset, before any action (sorted)."""
+    context_mode: ContextMode = "factual"
+    """How the answer context reads `retrieved` (`memora_rl.core.context`): the env's `context_mode`."""
+    episodes: list[Episode] = Field(default_factory=list)
+    """Stored episodes of the retrieved entries, first met first; filled only when `context_mode` reads them."""
 
     @property
     def policy_actions(self) -> list[ActionRecord]:

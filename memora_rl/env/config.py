@@ -1,12 +1,14 @@
-"""The retrieval env's one config: budget, action costs, limits and the judge's weights."""
+"""The retrieval env's one config: budget, action costs, limits, links, context mode and the judge's weights."""
 
 from __future__ import annotations
 
 from pydantic import Field, model_validator
 
 from memora_rl.config import StrictModel
+from memora_rl.core.state import ContextMode
 from memora_rl.errors import ConfigError
 from memora_rl.judge.config import JudgeConfig
+from memora_rl.memory.records import FrontierLink
 
 
 class EnvConfig(StrictModel):
@@ -36,6 +38,19 @@ class EnvConfig(StrictModel):
     few_shot: bool = True
     """Open the policy's chat with a worked example episode (about 500 prompt tokens). A warm-started
     policy has learned the format from oracle walks and can do without it."""
+    frontier_links: list[FrontierLink] = Field(default_factory=lambda: ["anchor"], min_length=1)
+    """Links that put an entry in the frontier: `anchor` (a cue anchor shared with the working set),
+    `episode` (a shared episode), `similar` (an abstraction within `similar_threshold` cosine of a
+    working-set entry's). Non-anchor items show their kind: `via episode "<cue>"`, `via similar "<abstraction>"`."""
+    similar_threshold: float = Field(default=0.85, ge=-1.0, le=1.0)
+    """Cosine (unitless, -1..1) at or above which two abstractions are similar (`frontier_links` with `similar`)."""
+    episode_channel: bool = False
+    """Add the episode channel to the env's searches (entries of the episodes closest to the query join the
+    fusion; see `StoreConfig.episode_channel`). Off: the store's own setting decides."""
+    context_mode: ContextMode = "factual"
+    """How retrieved memory reads, in the observation's working set and the trajectory's answer context:
+    `factual` (entry lines), `episodic` (the text of the entries' episodes), `episodic+factual` (each
+    episode's text once, followed by its entries' lines)."""
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     """Reward weights and grader of the trajectory judge that scores the final step."""
 
@@ -47,5 +62,14 @@ class EnvConfig(StrictModel):
             raise ConfigError(
                 f"budget={self.budget} is below the cheapest action (expand_cost_per_id={self.expand_cost_per_id}, "
                 f"refine_cost={self.refine_cost}). Raise budget or lower the costs."
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _links_are_distinct(self) -> EnvConfig:
+        """A link kind named twice is a typo in a list override, not a weight."""
+        if len(set(self.frontier_links)) != len(self.frontier_links):
+            raise ConfigError(
+                f"frontier_links={self.frontier_links} names a link twice; list each of anchor, episode, similar once."
             )
         return self

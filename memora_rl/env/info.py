@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from memora_rl.core.trajectory import ActionKind, StopReason, Trajectory
+from memora_rl.memory.records import FrontierLink
 
 
 class FrontierInfo(TypedDict):
@@ -13,7 +14,9 @@ class FrontierInfo(TypedDict):
     id: str
     """Entry id the policy may name in an expand."""
     anchor: str
-    """Text of the cue anchor that links it to the working set."""
+    """Text of the link to the working set: the shared cue anchor, episode cue or similar abstraction (see `via`)."""
+    via: FrontierLink
+    """The kind of link (`anchor` unless `EnvConfig.frontier_links` adds `episode` or `similar`)."""
 
 
 class StepInfo(TypedDict):

@@ -11,8 +11,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from memora_rl.core.context import build_context
 from memora_rl.core.parse import ActionParseError, ExpandAction, RefineAction, StopAction, parse_action
-from memora_rl.core.render import Tokenizer, count_tokens, one_line, render_observation
+from memora_rl.core.render import Tokenizer, count_tokens, link_label, one_line, render_observation
 from memora_rl.core.state import FrontierView, ObservationState
 from memora_rl.core.trajectory import ActionKind, ActionRecord, StopReason, Trajectory
 from memora_rl.data.records import Task
@@ -21,7 +22,7 @@ from memora_rl.env.deps import Judge, QueryEmbedder, open_existing_store
 from memora_rl.env.info import FrontierInfo, StepInfo
 from memora_rl.env.spaces import UnicodeText
 from memora_rl.errors import ConfigError, GraphError, RolloutError
-from memora_rl.memory.records import MemoryEntry
+from memora_rl.memory.records import Episode, FrontierItem, MemoryEntry
 from memora_rl.memory.store import GraphStore
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ class RetrievalEnv(gym.Env[str, str]):
 
     ## Observation Space
     `UnicodeText`: the rendered user turn (`memora_rl.core.render.render_observation`): question,
-    working set entries, frontier with anchors, budget left and the last action's error.
+    working set (entry lines, or in the episodic `context_mode`s the text of their episodes), frontier
+    with the link that brought each item, budget left and the last action's error.
 
     ## Rewards
     0.0 on every step but the last; on the last (terminated or truncated) the judge's total J, with
@@ -55,7 +57,7 @@ class RetrievalEnv(gym.Env[str, str]):
 
     ## Starting State
     `store.search` (fused) with the question: the top `initial_top_k` entries form the working set;
-    the frontier is `store.frontier` of that set, ranked by the question.
+    the frontier is `store.frontier` of that set (linked by `frontier_links`), ranked by the question.
 
     ## Episode End
     Terminated: the policy chose stop. Truncated: `max_steps` actions were taken, or the budget left
@@ -216,6 +218,7 @@ class RetrievalEnv(gym.Env[str, str]):
         self._working_ids: set[str] = set()
         self._frontier: list[FrontierView] = []
         self._entry_cache: dict[str, MemoryEntry] = {}
+        self._episode_cache: dict[str, Episode | None] = {}
         self._set_query(task.question)
         self._retrieve()
         self._initial_turn_ids = sorted({turn_id for entry in self._working for turn_id in entry.source_turn_ids})
@@ -227,7 +230,11 @@ class RetrievalEnv(gym.Env[str, str]):
 
     def _retrieve(self) -> None:
         """Add the query's top-k hits not yet retrieved to the working set, then refresh the frontier."""
-        hits = self.store.search(self.graph_id, self._query, k=self.config.initial_top_k)  # text: BM25 channel too
+        k = self.config.initial_top_k
+        if self.config.episode_channel:
+            hits = self.store.search(self.graph_id, self._query, k=k, episode_channel=True)
+        else:
+            hits = self.store.search(self.graph_id, self._query, k=k)  # text: BM25 channel too
         new_ids = [hit.entry_id for hit in hits if hit.entry_id not in self._working_ids]
         self._add_entries(new_ids)
 
@@ -249,18 +256,40 @@ class RetrievalEnv(gym.Env[str, str]):
 
     def _refresh_frontier(self) -> None:
         """Frontier of the working set ranked by the current query, with each entry's abstraction."""
-        ids = [entry.id for entry in self._working]
-        items = self.store.frontier(self.graph_id, ids, ids, self._query_vector, limit=self.config.frontier_limit)
+        items = self._frontier_items([entry.id for entry in self._working])
         entries = {entry.id: entry for entry in self._fetch([item.entry_id for item in items])}
         self._frontier = [
             FrontierView(
                 entry_id=item.entry_id,
-                anchor=item.anchor_text,
+                anchor=item.anchor_text if item.via == "anchor" else link_label(item.anchor_text),
                 abstraction=entries[item.entry_id].abstraction if item.entry_id in entries else "",
+                via=item.via,
             )
             for item in items
             if item.entry_id not in self._working_ids
         ]
+
+    def _frontier_items(self, ids: list[str]) -> list[FrontierItem]:
+        """`store.frontier` of the working set; link options are passed only when they differ from anchors only."""
+        limit = self.config.frontier_limit
+        links = self.config.frontier_links
+        if links == ["anchor"]:  # every `GraphStore` serves the default
+            return self.store.frontier(self.graph_id, ids, ids, self._query_vector, limit=limit)
+        return self.store.frontier(
+            self.graph_id, ids, ids, self._query_vector, limit=limit,
+            links=links, similar_threshold=self.config.similar_threshold,
+        )  # fmt: skip
+
+    def _episodes(self) -> list[Episode]:
+        """Stored episodes of the working set's entries, first met first (read once per episode, only when shown)."""
+        if self.config.context_mode == "factual":
+            return []
+        wanted = list(dict.fromkeys(episode_id for entry in self._working for episode_id in entry.episode_ids))
+        missing = [episode_id for episode_id in wanted if episode_id not in self._episode_cache]
+        if missing:
+            found = {episode.id: episode for episode in self.store.get_episodes(self.graph_id, missing)}
+            self._episode_cache.update({episode_id: found.get(episode_id) for episode_id in missing})
+        return [episode for episode_id in wanted if (episode := self._episode_cache[episode_id]) is not None]
 
     def _apply(self, text: str, parsed: ExpandAction | RefineAction | StopAction | ActionParseError) -> ActionRecord:
         """Check the action against the rules, change the state, and return its record."""
@@ -355,7 +384,13 @@ class RetrievalEnv(gym.Env[str, str]):
 
     def _trajectory(self, stop_reason: StopReason) -> Trajectory:
         """The finished episode as the judge's input."""
-        context = "\n".join(f"{one_line(e.abstraction)}: {one_line(e.value)}" for e in self._working)
+        mode = self.config.context_mode
+        episodes = self._episodes()
+        if mode == "factual":  # the entries' one-line `abstraction: value` text, as always
+            context = "\n".join(f"{one_line(e.abstraction)}: {one_line(e.value)}" for e in self._working)
+            tokens = count_tokens(context, self.tokenizer) if context else 0
+        else:
+            tokens = build_context(self._working, episodes, mode, self.tokenizer).tokens
         return Trajectory(
             task=self.task,
             graph_id=self.graph_id,
@@ -364,8 +399,10 @@ class RetrievalEnv(gym.Env[str, str]):
             budget=self.config.budget,
             budget_spent=self.config.budget - self._budget_left,
             stop_reason=stop_reason,
-            context_tokens=count_tokens(context, self.tokenizer) if context else 0,
+            context_tokens=tokens,
             initial_turn_ids=list(self._initial_turn_ids),
+            context_mode=mode,
+            episodes=[episode.model_copy(deep=True) for episode in episodes],
         )
 
     def _observe(self) -> str:
@@ -383,6 +420,8 @@ class RetrievalEnv(gym.Env[str, str]):
             refine_cost=self.config.refine_cost,
             max_ids_per_expand=self.config.max_ids_per_expand,
             last_error=self._last_error,
+            context_mode=self.config.context_mode,
+            episodes=self._episodes(),
         )
         config = self.config
         self._observation = render_observation(state, self.tokenizer, config.max_prompt_tokens, config.compact)
@@ -401,7 +440,7 @@ class RetrievalEnv(gym.Env[str, str]):
             task_id=self.task.id,
             query=self._query,
             working_set_ids=[entry.id for entry in self._working],
-            frontier=[FrontierInfo(id=item.entry_id, anchor=item.anchor) for item in self._frontier],
+            frontier=[FrontierInfo(id=item.entry_id, anchor=item.anchor, via=item.via) for item in self._frontier],
             budget_left=float(self._budget_left),
             step=self._step,
             costs=dict(self._costs),

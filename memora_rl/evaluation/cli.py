@@ -34,7 +34,11 @@ def evaluate(
     ] = None,
     answerer_base_url: Annotated[str | None, config_option(EvalConfig, "answerer_base_url")] = None,
     answerer_model: Annotated[str | None, config_option(EvalConfig, "answerer_model")] = None,
+    judge_base_url: Annotated[str | None, config_option(EvalConfig, "judge_base_url")] = None,
     judge_model: Annotated[str | None, config_option(EvalConfig, "judge_model")] = None,
+    answer_max_tokens: Annotated[int | None, config_option(EvalConfig, "answer_max_tokens")] = None,
+    judge_max_tokens: Annotated[int | None, config_option(EvalConfig, "judge_max_tokens")] = None,
+    llm_cache: Annotated[Path | None, config_option(EvalConfig, "llm_cache")] = None,
     concurrency: Annotated[int | None, config_option(EvalConfig, "concurrency")] = None,
     latency_questions: Annotated[int | None, config_option(EvalConfig, "latency_questions")] = None,
     seed: Annotated[int | None, config_option(EvalConfig, "seed")] = None,
@@ -51,7 +55,7 @@ def evaluate(
         return
     from memora_rl.errors import EvalError
     from memora_rl.evaluation.offline import run_eval
-    from memora_rl.evaluation.report import metrics_table
+    from memora_rl.evaluation.report import metrics_table, usage_table
 
     if env is None or policy is None:
         raise EvalError("memora-rl eval needs --env and --policy (or a subcommand: `memora-rl eval compare A B`).")
@@ -67,7 +71,11 @@ def evaluate(
             base_url=None if transformers else base_url,
             answerer_base_url=answerer_base_url,
             answerer_model=answerer_model,
+            judge_base_url=judge_base_url,
             judge_model=judge_model,
+            answer_max_tokens=answer_max_tokens,
+            judge_max_tokens=judge_max_tokens,
+            llm_cache=llm_cache,
             concurrency=concurrency,
             latency_questions=latency_questions,
             seed=seed,
@@ -77,6 +85,8 @@ def evaluate(
     )
     result = run_eval(config)
     console.print(metrics_table(result.metrics, title=f"{result.policy} on {env}/{config.split}"))
+    if result.llm_usage:
+        console.print(usage_table(result.llm_usage))
     console.print(f"[green]wrote[/] {result.out} (records, results.json, results.md, plots)")
 
 

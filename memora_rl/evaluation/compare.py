@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from memora_rl.errors import EvalError
 from memora_rl.evaluation.records import QuestionRecord
+from memora_rl.judge.answer import is_abstention
 
 PAIRED_METRICS = ("evidence_recall", "token_f1", "bleu1", "correct", "context_tokens", "steps", "judge_total")
 
@@ -54,6 +55,9 @@ def paired_bootstrap(
 
 
 def _metric_value(record: QuestionRecord, metric: str) -> float | None:
+    """The record's value of `metric`; None when it has none, or for an abstention question's evidence recall."""
+    if metric == "evidence_recall" and is_abstention(record.category):
+        return None  # its evidence is every turn of the answer sessions: no retrieval target
     value = getattr(record, metric)
     return None if value is None else float(value)
 

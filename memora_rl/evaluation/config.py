@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from memora_rl.config import StrictModel
 from memora_rl.data.splits import SplitName
+from memora_rl.errors import ConfigError
 
 if TYPE_CHECKING:
     from memora_rl.evaluation.policies import PolicySpec
@@ -34,11 +35,22 @@ class EvalConfig(StrictModel):
     base_url: str | None = None
     """vLLM `/v1` URL for `prompted:` and export policies; None generates in-process with transformers."""
     answerer_base_url: str | None = None
-    """`/v1` URL of the answerer LLM; with `answerer_model`, adds answer correctness, token F1 and BLEU-1."""
+    """`/v1` URL of any OpenAI-compatible endpoint serving the answerer LLM (vLLM, OpenAI, ...); with
+    `answerer_model`, adds the judge's CORRECT/WRONG score, token F1 and BLEU-1 per question. The API key
+    is `$OPENAI_API_KEY` (any value for vLLM)."""
     answerer_model: str | None = None
     """Served name of the answerer (the judge LLM too, unless `judge_model` is set)."""
+    judge_base_url: str | None = None
+    """`/v1` URL of the CORRECT/WRONG judge's endpoint (None: the answerer's)."""
     judge_model: str | None = None
-    """Served name of the CORRECT/WRONG judge on the answerer's endpoint (None: the answerer)."""
+    """Served name of the CORRECT/WRONG judge (None: the answerer's model)."""
+    answer_max_tokens: int = Field(default=48, ge=1, le=2048)
+    """Token limit of one answer (answers are a few words)."""
+    judge_max_tokens: int = Field(default=128, ge=16, le=2048)
+    """Token limit of one judge verdict (a short JSON object: a sentence of reasoning and the label)."""
+    llm_cache: Path | None = None
+    """SQLite response cache of the answerer and judge (None: `<MEMORA_RL_HOME>/cache/llm/responses.sqlite`):
+    a re-run with the same questions, contexts, models and limits sends no request."""
     concurrency: int = Field(default=8, ge=1)
     """Episodes in flight at once (one env each) after the latency questions: the throughput phase."""
     latency_questions: int = Field(default=8, ge=0)
@@ -54,6 +66,26 @@ class EvalConfig(StrictModel):
     """Discard the records already in the output folder instead of resuming from them."""
     env_overrides: list[str] = Field(default_factory=list)
     """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`)."""
+
+    @model_validator(mode="after")
+    def _answerer_is_whole(self) -> EvalConfig:
+        """An answerer needs both its URL and its model; judge settings need an answerer to judge."""
+        if bool(self.answerer_base_url) != bool(self.answerer_model):
+            raise ConfigError(
+                f"Answer metrics need both --answerer-base-url and --answerer-model; got "
+                f"answerer_base_url={self.answerer_base_url!r}, answerer_model={self.answerer_model!r}."
+            )
+        if (self.judge_base_url or self.judge_model) and not self.answerer_model:
+            raise ConfigError(
+                "--judge-base-url / --judge-model are set but no answerer is: the judge labels the answerer's "
+                "answers. Add --answerer-base-url and --answerer-model, or drop the judge options."
+            )
+        return self
+
+    @property
+    def answers(self) -> bool:
+        """True when an answerer (and a judge) grade each question."""
+        return bool(self.answerer_base_url and self.answerer_model)
 
     def output_dir(self, spec: PolicySpec) -> Path:
         """The run folder for `spec`."""

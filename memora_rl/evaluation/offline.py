@@ -2,14 +2,17 @@
 
 `run_eval(EvalConfig(...))` is what `memora-rl eval` and `eval/offline.py` call. An output
 folder holds `records.jsonl` (one line per question, appended as questions finish: a rerun
-skips the task ids already recorded), `results.json`, `results.md` and PNG plots.
-`compare_eval_dirs` puts finished runs side by side with paired bootstrap intervals.
+skips the task ids already recorded), `results.json`, `results.md` and PNG plots. With an
+answerer endpoint, each question's context is answered and judged (answers cached on disk,
+see `EvalConfig.llm_cache`), and `llm_usage.json` sums the answerer's and judge's tokens over
+the folder's invocations. `compare_eval_dirs` puts finished runs side by side with paired
+bootstrap intervals.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,11 +27,14 @@ from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_result
 
 if TYPE_CHECKING:
     from memora_rl.evaluation.playback import Throughput
+    from memora_rl.judge.answer import AnswerGrader
 
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
-"""What run an output folder holds (policy, env, split, overrides, export id): resuming checks it."""
+"""What run an output folder holds (policy, env, split, overrides, export id, answerer): resuming checks it."""
+USAGE_FILE = "llm_usage.json"
+"""Answerer and judge LLM usage by phase, summed over the folder's invocations (tokens the endpoints reported)."""
 PLOT_FILES = {
     "category": "category_evidence_recall.png",
     "recall_tokens": "recall_vs_context_tokens.png",
@@ -45,6 +51,8 @@ class EvalRun:
     metrics: dict[str, dict]
     resumed: int
     """Questions already recorded before this call (skipped)."""
+    llm_usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Answerer and judge usage by phase, summed over the folder's invocations (empty without an answerer)."""
 
 
 def _check_split(env_name: str, split: str, overrides: list[str]) -> None:
@@ -66,12 +74,12 @@ def _claim_folder(out: Path, identity: dict[str, Any], restart: bool) -> None:
 
     path = out / RUN_FILE
     if restart:
-        (out / RECORDS_FILE).unlink(missing_ok=True)
-        path.unlink(missing_ok=True)
+        for name in (RECORDS_FILE, USAGE_FILE, RUN_FILE):
+            (out / name).unlink(missing_ok=True)
     if path.is_file():
         previous = json.loads(path.read_text())
         if previous != identity:
-            changed = sorted(key for key in identity if previous.get(key) != identity[key])
+            changed = sorted(key for key in identity.keys() | previous.keys() if previous.get(key) != identity.get(key))
             raise EvalError(
                 f"{out} holds an eval run with other settings ({', '.join(changed)} differ); pass --restart to "
                 "discard it, or another --out."
@@ -94,20 +102,61 @@ def _recorded(records_path: Path, policy: str) -> list[QuestionRecord]:
     return records
 
 
-def _answer_grader(config: EvalConfig) -> Any:
-    """The answerer/judge pair when an answerer endpoint is configured, else None."""
-    if not (config.answerer_base_url and config.answerer_model):
-        if config.answerer_base_url or config.answerer_model:
-            raise EvalError("Answer metrics need both --answerer-base-url and --answerer-model.")
+def answerer_identity(config: EvalConfig) -> dict[str, Any]:
+    """What shapes the answer metrics of a run (endpoints, models, token limits); empty without an answerer."""
+    if not config.answers:
+        return {}
+    return {
+        "answerer": {
+            "base_url": config.answerer_base_url,
+            "model": config.answerer_model,
+            "judge_base_url": config.judge_base_url or config.answerer_base_url,
+            "judge_model": config.judge_model or config.answerer_model,
+            "answer_max_tokens": config.answer_max_tokens,
+            "judge_max_tokens": config.judge_max_tokens,
+        }
+    }
+
+
+def answer_grader(config: EvalConfig) -> AnswerGrader | None:
+    """The answerer/judge pair of any OpenAI-compatible endpoints (cached on disk), or None without an answerer."""
+    if not config.answers:
         return None
     from memora_rl.judge.answer import AnswerGrader
     from memora_rl.llm.client import LLMClient, LLMConfig
 
-    answerer = LLMClient(LLMConfig(base_url=config.answerer_base_url, model=config.answerer_model, max_tokens=128))
+    def client(base_url: str, model: str, max_tokens: int) -> LLMClient:
+        return LLMClient(LLMConfig(base_url=base_url, model=model, max_tokens=max_tokens, cache_path=config.llm_cache))
+
+    answerer = client(config.answerer_base_url, config.answerer_model, config.answer_max_tokens)  # type: ignore[arg-type]
     judge = None
-    if config.judge_model:
-        judge = LLMClient(LLMConfig(base_url=config.answerer_base_url, model=config.judge_model, max_tokens=128))
-    return AnswerGrader(answerer, judge)
+    if config.judge_base_url or config.judge_model:
+        judge = client(
+            config.judge_base_url or config.answerer_base_url,  # type: ignore[arg-type]
+            config.judge_model or config.answerer_model,  # type: ignore[arg-type]
+            config.judge_max_tokens,
+        )
+    return AnswerGrader(
+        answerer, judge, answer_max_tokens=config.answer_max_tokens, judge_max_tokens=config.judge_max_tokens
+    )
+
+
+def add_usage(out: Path, usage: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Add one invocation's LLM usage by phase to the folder's `llm_usage.json`; returns the sums.
+
+    Returns an empty dict (and writes nothing) when no invocation of the folder used an LLM.
+    """
+    import json
+
+    path = out / USAGE_FILE
+    totals: dict[str, dict[str, float]] = json.loads(path.read_text()) if path.is_file() else {}
+    for phase, counters in usage.items():
+        summed = totals.setdefault(phase, {})
+        for name, value in counters.items():
+            summed[name] = summed.get(name, 0) + value
+    if totals:
+        path.write_text(json.dumps(totals, indent=1, sort_keys=True))
+    return totals
 
 
 def _limit(tasks: list[Task], config: EvalConfig) -> list[Task]:
@@ -132,7 +181,7 @@ def _load_tokenizer(name: str) -> Any:
 
 
 def _eval_graph(
-    config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]
+    config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str], grader: AnswerGrader | None
 ) -> tuple[list[Task], Throughput]:
     """Play the graph policy over the split's remaining tasks; returns all tasks of the (limited) split."""
     from memora_rl.env.registry import resolve_env_spec
@@ -157,14 +206,18 @@ def _eval_graph(
         RetrievalEnv(env.store, env.config, tasks, tokenizer=tokenizer, judge=judge)
         for _ in range(min(config.concurrency, max(len(jobs), 1)) - 1)
     ]
-    grader = _answer_grader(config)
-
     play = play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed, config.latency_questions)
-    return tasks, run_sync(play, cleanup=policy.aclose)
+
+    async def close() -> None:
+        await policy.aclose()
+        if grader is not None:
+            await grader.aclose()
+
+    return tasks, run_sync(play, cleanup=close)
 
 
 def _eval_context(
-    config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str]
+    config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str], grader: AnswerGrader | None
 ) -> tuple[list[Task], Throughput]:
     """Run a context baseline over the split's remaining tasks (no graph is built)."""
     from memora_rl.env.registry import resolve_env_spec, select_conversations, split_tasks
@@ -177,11 +230,10 @@ def _eval_context(
     jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
     baseline = make_context_policy(spec, _load_tokenizer(config.tokenizer))
     conversations = {conversation.id: conversation for conversation in corpus.conversations}
-    grader = _answer_grader(config)
     play = play_context_tasks(
         baseline, conversations, jobs, records_path, grader, config.concurrency, config.latency_questions
     )
-    return tasks, run_sync(play)
+    return tasks, run_sync(play, cleanup=grader.aclose if grader is not None else None)
 
 
 def run_eval(config: EvalConfig) -> EvalRun:
@@ -197,6 +249,7 @@ def run_eval(config: EvalConfig) -> EvalRun:
     _check_split(config.env, config.split, config.env_overrides)
     identity: dict[str, Any] = {"policy": spec.name, "env": config.env, "split": config.split}
     identity["env_overrides"] = list(config.env_overrides)
+    identity.update(answerer_identity(config))
     if spec.kind == "export":
         from memora_rl.policy.export_folder import load_export
 
@@ -209,7 +262,9 @@ def run_eval(config: EvalConfig) -> EvalRun:
     if done:
         logger.info("Resuming %s: %d questions already recorded.", out, len(done))
     runner = _eval_context if spec.kind == "context_baseline" else _eval_graph
-    tasks, throughput = runner(config, spec, records_path, done)
+    grader = answer_grader(config)
+    tasks, throughput = runner(config, spec, records_path, done, grader)
+    usage = add_usage(out, grader.usage() if grader is not None else {})
     wanted = {task.id for task in tasks}
     records = [record for record in read_records(records_path) if record.task_id in wanted]
     metrics = summarize_by_category(records)
@@ -217,10 +272,11 @@ def run_eval(config: EvalConfig) -> EvalRun:
     metrics[OVERALL]["throughput_in_flight"] = throughput.in_flight
     meta = {"policy": spec.name, "policy_spec": config.policy, "env": config.env, "split": config.split}
     meta.update({"limit": config.limit, "questions": len(records), "env_overrides": config.env_overrides})
+    meta.update({**answerer_identity(config), "llm_usage": usage})
     write_results(out, metrics, meta)
     write_run_plots(out, {spec.name: metrics}, {spec.name: records})
     logger.info("Evaluated %s on %d %s questions of %s -> %s", spec.name, len(records), config.split, config.env, out)
-    return EvalRun(out=out, policy=spec.name, metrics=metrics, resumed=len(done))
+    return EvalRun(out=out, policy=spec.name, metrics=metrics, resumed=len(done), llm_usage=usage)
 
 
 def write_run_plots(out: Path, metrics: dict[str, dict], records: dict[str, list[QuestionRecord]]) -> list[Path]:
@@ -249,7 +305,10 @@ def _run_name(run_dir: Path) -> str:
 
 
 def compare_eval_dirs(run_dirs: list[Path], out: Path | None = None, seed: int = 0) -> tuple[str, Path]:
-    """Side-by-side Markdown table (overall metrics on shared questions + paired deltas vs the first run) and plots.
+    """Side-by-side Markdown tables of eval runs and their plots.
+
+    The tables: overall metrics on the shared questions, paired deltas against the first run, and
+    per category (abstention apart) the judge score, F1, BLEU-1, context tokens and evidence recall.
 
     Only questions every run recorded are compared; the table ends with the questions left out of
     each run, so a 308-question run shown as n = 40 says why.
@@ -258,7 +317,7 @@ def compare_eval_dirs(run_dirs: list[Path], out: Path | None = None, seed: int =
         The Markdown table and the folder holding `compare.md` and the PNG plots.
     """
     from memora_rl.evaluation.compare import check_unique_task_ids, compare_runs, split_shared_tasks
-    from memora_rl.evaluation.report import comparison_table, dropped_tasks_note
+    from memora_rl.evaluation.report import category_comparison_table, comparison_table, dropped_tasks_note
 
     if len(run_dirs) < 2:
         raise EvalError(f"compare needs at least two eval folders, got {len(run_dirs)}.")
@@ -279,6 +338,7 @@ def compare_eval_dirs(run_dirs: list[Path], out: Path | None = None, seed: int =
     first = names[0]
     deltas = {name: compare_runs(runs[first], runs[name], seed=seed) for name in names[1:]}
     table = comparison_table(names, [metrics[name][OVERALL] for name in names], deltas)
+    table += category_comparison_table(names, [metrics[name] for name in names])
     table += dropped_tasks_note(len(shared), dropped)
     target = out or run_dirs[0].parent / "compare"
     target.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,8 @@
 
 Graph policies walk the env (`memora_rl.policy.runner.play_episode`), one env per worker;
 context baselines (RAG, full context) retrieve from the raw conversation. When an answer
-grader is given, the retrieved context is answered and labelled before the record is written.
+grader is given, the retrieved context is answered and labelled before the record is written
+(an abstention question with the judge's abstention prompt, see `memora_rl.judge.answer`).
 Each record is appended and flushed as soon as its question is done, so a killed run loses
 at most the questions in flight.
 """
@@ -23,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from memora_rl.data.records import Conversation, Task
 from memora_rl.evaluation.records import QuestionRecord
 from memora_rl.evaluation.report import append_record
-from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, render_memory_context
+from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, is_abstention, render_memory_context
 from memora_rl.judge.graders import bleu1, evidence_recall, token_f1
 from memora_rl.policy.base import Policy
 from memora_rl.policy.runner import EpisodeResult, play_episode
@@ -31,20 +32,33 @@ from memora_rl.policy.runner import EpisodeResult, play_episode
 logger = logging.getLogger(__name__)
 
 
-def answer_fields(verdict: AnswerVerdict | None, gold: str) -> dict[str, Any]:
+def answer_fields(verdict: AnswerVerdict | None, gold: str, *, abstention: bool = False) -> dict[str, Any]:
     """The answer-quality fields of a record (all None without a grader).
+
+    An abstention question's gold answer explains why nothing can be answered, so token F1
+    and BLEU-1 against it mean nothing: they are None and only the judge's label counts.
 
     >>> answer_fields(AnswerVerdict(answer="in May 2023", correct=True), "May 2023")["token_f1"]
     0.8
+    >>> fields = answer_fields(AnswerVerdict(answer="Not mentioned", correct=True), "You never said", abstention=True)
+    >>> fields["correct"], fields["token_f1"], fields["bleu1"]
+    (True, None, None)
     """
     if verdict is None:
         return {"answer": None, "correct": None, "token_f1": None, "bleu1": None}
     return {
         "answer": verdict.answer,
         "correct": verdict.correct,
-        "token_f1": token_f1(verdict.answer, gold),
-        "bleu1": bleu1(verdict.answer, gold),
+        "token_f1": None if abstention else token_f1(verdict.answer, gold),
+        "bleu1": None if abstention else bleu1(verdict.answer, gold),
     }
+
+
+async def grade_task(grader: AnswerGrader | None, task: Task, context: str) -> AnswerVerdict | None:
+    """Answer `task` from a rendered context and label the answer (None without a grader)."""
+    if grader is None:
+        return None
+    return await grader.grade(task.question, task.answer, context, abstention=is_abstention(task.category))
 
 
 def graph_record(
@@ -77,7 +91,7 @@ def graph_record(
         total_latency_s=result.timing.total_s,
         in_flight=in_flight,
         walk=result.walk,
-        **answer_fields(verdict, task.answer),
+        **answer_fields(verdict, task.answer, abstention=is_abstention(task.category)),
     )
 
 
@@ -191,10 +205,9 @@ async def play_graph_tasks(
 
     async def handle(index: int, task: Task, worker: int, in_flight: int) -> None:
         result = await play_episode(envs[worker], task, policy, seed + index)
-        verdict = None
-        if grader is not None:
-            context = render_memory_context(result.trajectory.retrieved)
-            verdict = await grader.grade(task.question, task.answer, context)
+        trajectory = result.trajectory
+        context = render_memory_context(trajectory.retrieved, trajectory.episodes, trajectory.context_mode)
+        verdict = await grade_task(grader, task, context)
         append_record(records_path, graph_record(task, result, verdict, in_flight))
 
     return await _drain(jobs, len(envs), handle, policy.name, latency_questions)
@@ -222,7 +235,7 @@ async def play_context_tasks(
         started = time.perf_counter()
         context = baseline.retrieve_context(conversations[task.conversation_id], task.question)
         retrieval_s = time.perf_counter() - started
-        verdict = await grader.grade(task.question, task.answer, context.text) if grader is not None else None
+        verdict = await grade_task(grader, task, context.text)
         record = QuestionRecord(
             task_id=task.id,
             conversation_id=task.conversation_id,
@@ -237,7 +250,7 @@ async def play_context_tasks(
             search_latency_s=retrieval_s,
             total_latency_s=retrieval_s,
             in_flight=in_flight,
-            **answer_fields(verdict, task.answer),
+            **answer_fields(verdict, task.answer, abstention=is_abstention(task.category)),
         )
         append_record(records_path, record)
 

@@ -13,8 +13,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from memora_rl.evaluation.metrics import OVERALL
+from memora_rl.evaluation.metrics import ordered_categories
 from memora_rl.evaluation.records import QuestionRecord
+from memora_rl.judge.answer import is_abstention
 
 
 def _save(figure: Figure, axes: Axes, path: Path) -> Path:
@@ -27,8 +28,12 @@ def _save(figure: Figure, axes: Axes, path: Path) -> Path:
 
 
 def plot_category_bars(runs: dict[str, dict[str, dict]], metric: str, path: Path) -> Path:
-    """Grouped bars of `metric` per category (overall last), one bar colour per run."""
-    categories = [*sorted({c for metrics in runs.values() for c in metrics if c != OVERALL}), OVERALL]
+    """Grouped bars of `metric` per category (in table order), one bar colour per run.
+
+    A category no run has a value for (e.g. abstention's evidence recall) gets no bar group.
+    """
+    named = ordered_categories({c for metrics in runs.values() for c in metrics})
+    categories = [c for c in named if any(metrics.get(c, {}).get(metric) is not None for metrics in runs.values())]
     width = 0.8 / max(len(runs), 1)
     figure, axes = plt.subplots(figsize=(max(6, 1.4 * len(categories)), 4))
     positions = np.arange(len(categories))
@@ -42,9 +47,15 @@ def plot_category_bars(runs: dict[str, dict[str, dict]], metric: str, path: Path
 
 
 def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
-    """Mean evidence recall against mean context tokens, one point per run (with per-question cloud)."""
+    """Mean evidence recall against mean context tokens, one point per run (with per-question cloud).
+
+    Abstention questions are left out: their evidence recall means nothing (see `memora_rl.evaluation.metrics`).
+    """
     figure, axes = plt.subplots(figsize=(6, 4))
-    for name, records in runs.items():
+    for name, all_records in runs.items():
+        records = [r for r in all_records if not is_abstention(r.category)]
+        if not records:
+            continue
         tokens = np.array([r.context_tokens for r in records], dtype=float)
         recall = np.array([r.evidence_recall for r in records], dtype=float)
         points = axes.scatter(tokens, recall, s=8, alpha=0.25)

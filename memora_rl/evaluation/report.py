@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from memora_rl.data.jsonio import read_model_lines
 from memora_rl.errors import EvalError
 from memora_rl.evaluation.compare import MetricDelta
-from memora_rl.evaluation.metrics import OVERALL
+from memora_rl.evaluation.metrics import OVERALL, ordered_categories
 from memora_rl.evaluation.records import QuestionRecord
 
 RECORDS_FILE = "records.jsonl"
@@ -33,6 +33,24 @@ TABLE_COLUMNS = (
     ("questions_per_s", "q/s at once", "{:.2f}"),
 )
 """Latency columns: questions played one at a time; q/s: the rest, `concurrency` at once (see `EvalConfig`)."""
+
+CATEGORY_COLUMNS = (
+    ("questions", "n", "{:.0f}"),
+    ("answer_correct", "judge", "{:.3f}"),
+    ("token_f1", "F1", "{:.3f}"),
+    ("bleu1", "BLEU-1", "{:.3f}"),
+    ("context_tokens_mean", "ctx tok", "{:.0f}"),
+    ("evidence_recall", "ev. recall", "{:.3f}"),
+)
+"""Columns of the per-category comparison of runs (`-` where a run has no value, e.g. no answerer)."""
+
+ABSTENTION_NOTE = (
+    "Abstention questions (the memories never say) are reported apart: their row's `correct` is the judge's "
+    "verdict that the answer said so; they are left out of the overall evidence recall, F1 and BLEU-1."
+)
+
+USAGE_PHASES = {"judge/answer": "answerer", "judge/label": "judge"}
+"""LLM usage phases of an eval run and their names in the cost table."""
 
 
 def read_records(path: Path) -> list[QuestionRecord]:
@@ -63,10 +81,56 @@ def metrics_table(metrics: dict[str, dict], title: str) -> str:
     header = "| category | " + " | ".join(label for _, label, _ in TABLE_COLUMNS) + " |"
     rule = "|---" * (len(TABLE_COLUMNS) + 1) + "|"
     rows = [f"### {title}", "", header, rule]
-    for category in [c for c in metrics if c != OVERALL] + [OVERALL]:
+    for category in ordered_categories(metrics):
         cells = [_cell(metrics[category].get(key), fmt) for key, _, fmt in TABLE_COLUMNS]
         rows.append(f"| {category} | " + " | ".join(cells) + " |")
+    if metrics[OVERALL].get("abstention_questions"):
+        rows += ["", ABSTENTION_NOTE]
     return "\n".join(rows) + "\n"
+
+
+def category_comparison_table(names: Sequence[str], metrics: Sequence[dict[str, dict]]) -> str:
+    """Markdown: per category (answerable ones, overall, then abstention), one row per run with `CATEGORY_COLUMNS`.
+
+    >>> run = {"temporal": {"questions": 2, "token_f1": 0.5}, "overall": {"questions": 2, "token_f1": 0.5}}
+    >>> print(category_comparison_table(["a"], [run]).splitlines()[5])
+    | temporal | a | 2 | - | 0.500 | - | - | - |
+    """
+    header = "| category | run | " + " | ".join(label for _, label, _ in CATEGORY_COLUMNS) + " |"
+    lines = ["", "Per category, on the shared questions:", "", header, "|---" * (len(CATEGORY_COLUMNS) + 2) + "|"]
+    for category in ordered_categories({c for run in metrics for c in run}):
+        for name, run in zip(names, metrics, strict=True):
+            values = run.get(category)
+            if values is None:
+                continue
+            cells = [_cell(values.get(key), fmt) for key, _, fmt in CATEGORY_COLUMNS]
+            lines.append(f"| {category} | {name} | " + " | ".join(cells) + " |")
+    if any(run.get(OVERALL, {}).get("abstention_questions") for run in metrics):
+        lines += ["", ABSTENTION_NOTE]
+    return "\n".join(lines) + "\n"
+
+
+def usage_table(usage: dict[str, dict[str, float]]) -> str:
+    """Markdown: the answerer's and judge's cost (requests and tokens), one row per phase; empty without usage.
+
+    >>> print(usage_table({"judge/answer": {"calls": 2, "cached_calls": 1, "http_requests": 1,
+    ...                                     "prompt_tokens": 80, "completion_tokens": 4}}), end="")
+    <BLANKLINE>
+    LLM cost (tokens the endpoints reported; cached answers cost none):
+    <BLANKLINE>
+    | phase | calls | cached | http requests | prompt tokens | completion tokens |
+    |---|---|---|---|---|---|
+    | answerer | 2 | 1 | 1 | 80 | 4 |
+    """
+    if not usage:
+        return ""
+    lines = ["", "LLM cost (tokens the endpoints reported; cached answers cost none):", ""]
+    lines += ["| phase | calls | cached | http requests | prompt tokens | completion tokens |", "|---" * 6 + "|"]
+    keys = ("calls", "cached_calls", "http_requests", "prompt_tokens", "completion_tokens")
+    for phase, counters in usage.items():
+        cells = " | ".join(str(int(counters.get(key, 0))) for key in keys)
+        lines.append(f"| {USAGE_PHASES.get(phase, phase)} | {cells} |")
+    return "\n".join(lines) + "\n"
 
 
 def comparison_table(names: Sequence[str], overall: Sequence[dict], deltas: dict[str, list[MetricDelta]]) -> str:
@@ -107,6 +171,7 @@ def dropped_tasks_note(shared: int, dropped: dict[str, list[str]], shown: int = 
 
 
 def write_results(run_dir: Path, metrics: dict[str, dict], meta: dict) -> None:
-    """Write results.json (metrics + run metadata) and results.md."""
+    """Write results.json (metrics + run metadata) and results.md (metrics, then `meta["llm_usage"]` as cost)."""
     (run_dir / RESULTS_FILE).write_text(json.dumps({"meta": meta, "metrics": metrics}, indent=2, sort_keys=True))
-    (run_dir / TABLE_FILE).write_text(metrics_table(metrics, title=str(meta.get("policy", run_dir.name))))
+    table = metrics_table(metrics, title=str(meta.get("policy", run_dir.name)))
+    (run_dir / TABLE_FILE).write_text(table + usage_table(meta.get("llm_usage") or {}))

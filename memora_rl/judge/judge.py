@@ -34,7 +34,7 @@ from memora_rl.async_bridge import run_sync
 from memora_rl.core.trajectory import Trajectory
 from memora_rl.errors import ConfigError
 from memora_rl.judge import graders
-from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, ChatClient, render_memory_context
+from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, ChatClient, is_abstention, render_memory_context
 from memora_rl.judge.config import JudgeConfig
 from memora_rl.judge.graders import TextEncoder
 from memora_rl.judge.rubric import Rubric
@@ -154,15 +154,19 @@ class TrajectoryJudge:
         return [self._combine(trajectory, verdict) for trajectory, verdict in zip(trajectories, verdicts, strict=True)]
 
     async def grade_answer(self, trajectory: Trajectory) -> AnswerVerdict:
-        """Answer the task's question from the retrieved entries and (answer_llm) label the answer."""
+        """Answer the task's question from the retrieved entries and (answer_llm) label the answer.
+
+        An abstention task (`is_abstention`) is labelled with the judge's abstention prompt.
+        """
         if self.answer_grader is None:
             raise ConfigError(f"Grader {self.config.correctness!r} uses no answerer; set correctness=answer_llm.")
-        context = render_memory_context(trajectory.retrieved)
+        context = render_memory_context(trajectory.retrieved, trajectory.episodes, trajectory.context_mode)
         return await self.answer_grader.grade(
             trajectory.task.question,
             trajectory.task.answer,
             context,
             with_label=self.config.correctness == "answer_llm",
+            abstention=is_abstention(trajectory.task.category),
         )
 
     def _combine(self, trajectory: Trajectory, verdict: AnswerVerdict | None) -> JudgeResult:

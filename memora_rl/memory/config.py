@@ -31,6 +31,10 @@ class StoreConfig(StrictModel):
     """Candidates each search channel (abstraction, value, anchor, BM25) contributes before fusion."""
     bm25: bool = True
     """Add an FTS5 BM25 channel when the query is text (ignored for vector queries)."""
+    episode_channel: bool = False
+    """Add an episode channel to the fused entry search: the entries of the episodes closest to the query
+    (cue + text embedding), each episode's entries by their own cosine, join the RRF fusion. Off keeps the
+    entry search as it was (abstraction, value, anchor and BM25 channels)."""
     bm25_max_doc_share: float = Field(default=0.05, gt=0.0, le=1.0)
     """In graphs of at least `ann_threshold` entries, BM25 drops query words found in more than this share of
     the graph's entries (near-zero IDF, but a scan of a long posting list each); 1.0 keeps every word."""
@@ -54,4 +58,7 @@ class StoreConfig(StrictModel):
     relaxed_anchors_per_anchor: int = Field(default=10, ge=1)
     """With relaxed anchors on, each working-set anchor brings at most this many similar anchors."""
     frontier_max_per_anchor: int = Field(default=1000, ge=1)
-    """Frontier reads at most this many entries per anchor, so a hub anchor cannot blow up the candidate set."""
+    """Frontier reads at most this many entries per anchor (and per episode, for episode links), so a hub
+    anchor cannot blow up the candidate set."""
+    similar_entries_per_entry: int = Field(default=10, ge=1)
+    """With similar-abstraction frontier links on, each working-set entry brings at most this many entries."""

@@ -1,13 +1,20 @@
-"""The frontier of a working set: entries reached through shared (or similar) cue anchors."""
+"""The frontier of a working set: entries linked to it by anchors, episodes or similar abstractions.
+
+Links are shared (or relaxed: similar) cue anchors, shared episodes, and abstractions similar to a
+working-set entry's; callers choose which count (anchors only by default).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from memora_rl.memory.graph_cache import GraphCache
-from memora_rl.memory.records import FrontierItem
+from memora_rl.memory.records import FrontierItem, FrontierLink
+
+AbstractionLookup = Callable[[Sequence[str]], Mapping[str, str]]
+"""Abstractions of entries by id (the view keeps vectors, not texts): labels of similar-abstraction links."""
 
 
 def working_set_anchors(cache: GraphCache, working_rows: Iterable[int], relaxed_threshold: float | None) -> set[int]:
@@ -25,22 +32,8 @@ def working_set_anchors(cache: GraphCache, working_rows: Iterable[int], relaxed_
     return anchors | relaxed
 
 
-def frontier_items(
-    cache: GraphCache,
-    working_rows: list[int],
-    excluded_rows: set[int],
-    query: np.ndarray,
-    limit: int,
-    relaxed_threshold: float | None,
-) -> list[FrontierItem]:
-    """Entries sharing an anchor with the working set, minus `excluded_rows`, best cosine to `query` first.
-
-    An entry's score is the larger of its abstraction and value cosine to the query; the
-    anchor reported with it is, among the anchors that reached it, the one closest to the query.
-    """
-    anchors = working_set_anchors(cache, working_rows, relaxed_threshold)
-    if not anchors or limit <= 0:
-        return []
+def anchor_links(cache: GraphCache, anchors: set[int], excluded_rows: set[int]) -> dict[int, list[int]]:
+    """Entry rows reached through `anchors` (at most `frontier_max_per_anchor` each), with their anchors."""
     reached: dict[int, list[int]] = {}
     cap = cache.config.frontier_max_per_anchor
     for anchor in anchors:
@@ -48,24 +41,95 @@ def frontier_items(
         for entry in sorted(members)[:cap] if len(members) > cap else members:
             if entry not in excluded_rows:
                 reached.setdefault(entry, []).append(anchor)
+    return reached
+
+
+def episode_links(cache: GraphCache, working_rows: Iterable[int], excluded_rows: set[int]) -> dict[int, list[str]]:
+    """Entry rows sharing an episode with the working set, with the shared episode ids (in the working set's order)."""
+    episodes = dict.fromkeys(episode_id for row in working_rows for episode_id in cache.row_episodes[row])
+    reached: dict[int, list[str]] = {}
+    cap = cache.config.frontier_max_per_anchor
+    for episode_id in episodes:
+        for entry in sorted(cache.episode_rows.get(episode_id, ()))[:cap]:
+            if entry not in excluded_rows:
+                reached.setdefault(entry, []).append(episode_id)
+    return reached
+
+
+def similar_links(
+    cache: GraphCache, working_rows: Iterable[int], excluded_rows: set[int], threshold: float
+) -> dict[int, list[tuple[int, float]]]:
+    """Entry rows whose abstraction is within `threshold` cosine of a working-set entry's, with (that entry, cosine).
+
+    Each working-set entry brings at most `similar_entries_per_entry` entries, closest first.
+    """
+    allowed = np.ones(cache.abstractions.size, dtype=bool)  # (n_rows,)
+    allowed[list(excluded_rows)] = False
+    reached: dict[int, list[tuple[int, float]]] = {}
+    for row in working_rows:
+        rows, scores = cache.abstractions.top_k(
+            cache.abstractions.matrix[row], cache.config.similar_entries_per_entry, allowed
+        )
+        for entry, score in zip(rows.tolist(), scores.tolist(), strict=True):
+            if score >= threshold:
+                reached.setdefault(entry, []).append((row, score))
+    return reached
+
+
+def frontier_items(
+    cache: GraphCache,
+    working_rows: list[int],
+    excluded_rows: set[int],
+    query: np.ndarray,
+    limit: int,
+    relaxed_threshold: float | None,
+    links: Collection[FrontierLink] = ("anchor",),
+    similar_threshold: float = 1.0,
+    abstraction_of: AbstractionLookup | None = None,
+) -> list[FrontierItem]:
+    """Entries linked to the working set, minus `excluded_rows`, best cosine to `query` first.
+
+    An entry's score is the larger of its abstraction and value cosine to the query. `links` says
+    which links count: shared (or relaxed) anchors, shared episodes, similar abstractions (cosine >=
+    `similar_threshold`; `abstraction_of` labels them). An entry reached several ways is labelled
+    by the first of anchor, episode, similar: among the anchors that reached it the one closest to
+    the query, among the episodes the closest stored one, among similar entries the most similar.
+    """
+    if limit <= 0:
+        return []
+    anchors = working_set_anchors(cache, working_rows, relaxed_threshold) if "anchor" in links else set()
+    by_anchor = anchor_links(cache, anchors, excluded_rows)
+    by_episode = episode_links(cache, working_rows, excluded_rows) if "episode" in links else {}
+    by_similar = similar_links(cache, working_rows, excluded_rows, similar_threshold) if "similar" in links else {}
+    reached = dict.fromkeys([*by_anchor, *by_episode, *by_similar])
     if not reached:
         return []
     rows = np.fromiter(reached.keys(), dtype=np.int64, count=len(reached))
     scores = np.maximum(cache.abstractions.matrix[rows] @ query, cache.values.matrix[rows] @ query)  # (n,)
-    best = np.argpartition(-scores, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
-    order = sorted(best.tolist(), key=lambda i: (-float(scores[i]), cache.entry_ids[rows[i]]))
+    top = np.argpartition(-scores, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
+    order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), cache.entry_ids[rows[i]]))
     anchor_list = sorted(anchors)
     anchor_scores = dict(zip(anchor_list, (cache.anchors.matrix[anchor_list] @ query).tolist(), strict=True))
+    sources = [source for i in order for source, _ in by_similar.get(int(rows[i]), [])]
+    abstractions = abstraction_of([cache.entry_ids[row] for row in set(sources)]) if sources and abstraction_of else {}
     items = []
     for i in order:
-        row = int(rows[i])
-        best = max(reached[row], key=lambda anchor: (anchor_scores[anchor], -anchor))
-        items.append(
-            FrontierItem(
-                entry_id=cache.entry_ids[row],
-                anchor_id=cache.anchor_ids[best],
-                anchor_text=cache.anchor_texts[best],
-                score=float(scores[i]),
-            )
-        )
+        row, score = int(rows[i]), float(scores[i])
+        entry_id = cache.entry_ids[row]
+        if row in by_anchor:
+            anchor = max(by_anchor[row], key=lambda a: (anchor_scores[a], -a))
+            link = (cache.anchor_ids[anchor], cache.anchor_texts[anchor], "anchor")
+        elif row in by_episode:
+            episode_id = max(by_episode[row], key=lambda e: _episode_score(cache, e, query))
+            link = (episode_id, cache.episode_label(episode_id), "episode")
+        else:
+            source = cache.entry_ids[max(by_similar[row], key=lambda pair: pair[1])[0]]
+            link = (source, abstractions.get(source, source), "similar")
+        items.append(FrontierItem(entry_id=entry_id, anchor_id=link[0], anchor_text=link[1], score=score, via=link[2]))
     return items
+
+
+def _episode_score(cache: GraphCache, episode_id: str, query: np.ndarray) -> float:
+    """Cosine of a stored episode to the query; -2 (below any cosine) for an episode never stored."""
+    row = cache.episode_row.get(episode_id)
+    return float(cache.episodes.matrix[row] @ query) if row is not None else -2.0

@@ -1,4 +1,4 @@
-"""The in-memory view of one graph: vector tables, entry/anchor adjacency and filter columns.
+"""The in-memory view of one graph: vector tables, entry/anchor/episode adjacency and filter columns.
 
 Loaded lazily from SQLite on first use and updated by the store after each committed
 mutation, so search and frontier never touch the database.
@@ -31,6 +31,10 @@ def timestamp(value: datetime | str | None) -> float:
     return value.timestamp()
 
 
+_EPISODE_CAPACITY = 64
+"""Initial rows of a view's episode table (it doubles as needed): a graph holds far fewer episodes than entries."""
+
+
 @dataclass
 class EntryRow:
     """What the cache keeps of an entry besides its vectors."""
@@ -54,6 +58,14 @@ class GraphCache:
     speakers: list[str | None] = field(default_factory=list)
     times: list[float] = field(default_factory=list)
     episode_rows: dict[str, set[int]] = field(default_factory=dict)
+    """Entry rows of each episode id the entries name (stored as an episode or not)."""
+    row_episodes: list[list[str]] = field(default_factory=list)
+    """Episode ids of each entry row, in the entry's order (empty for a removed entry)."""
+    episode_ids: list[str] = field(default_factory=list)
+    """Ids of the stored episodes, by row of the `episodes` vector table."""
+    episode_labels: list[str] = field(default_factory=list)
+    """Each stored episode's cue (its title, or the start of its text when it has none), by row."""
+    episode_row: dict[str, int] = field(default_factory=dict)
     anchor_ids: list[str] = field(default_factory=list)
     anchor_texts: list[str] = field(default_factory=list)
     anchor_row: dict[str, int] = field(default_factory=dict)
@@ -69,6 +81,9 @@ class GraphCache:
         self.abstractions = VectorTable(self.dim, self.config)
         self.values = VectorTable(self.dim, self.config)
         self.anchors = VectorTable(self.dim, self.config)
+        self.episodes = VectorTable(self.dim, self.config, capacity=_EPISODE_CAPACITY)
+        """Stored episodes' cue + text vectors (not in `tables`: their HNSW index, past `ann_threshold`
+        episodes, is rebuilt per process rather than saved)."""
 
     def _text_changed(self) -> None:
         """Forget the keyword statistics kept for BM25: an entry's text was added, changed or removed."""
@@ -88,6 +103,7 @@ class GraphCache:
             self.speakers.append(item.speaker)
             self.times.append(item.time)
             self.entry_anchors.append(set())
+            self.row_episodes.append(list(dict.fromkeys(item.episode_ids)))
             for episode_id in item.episode_ids:
                 self.episode_rows.setdefault(episode_id, set()).add(row)
         self._times_array: np.ndarray | None = None
@@ -103,6 +119,8 @@ class GraphCache:
         self.values.replace(row, value_vector)
         for episode_id in episode_ids:
             self.episode_rows.setdefault(episode_id, set()).add(row)
+            if episode_id not in self.row_episodes[row]:
+                self.row_episodes[row].append(episode_id)
 
     def remove_entry(self, entry_id: str) -> None:
         """Tombstone an entry and unlink it from its anchors (anchor pruning is separate)."""
@@ -113,8 +131,9 @@ class GraphCache:
         for anchor in self.entry_anchors[row]:
             self.anchor_entries[anchor].discard(row)
         self.entry_anchors[row] = set()
-        for rows in self.episode_rows.values():
-            rows.discard(row)
+        for episode_id in self.row_episodes[row]:
+            self.episode_rows.get(episode_id, set()).discard(row)
+        self.row_episodes[row] = []
 
     # --- anchors -----------------------------------------------------------------------------
     def add_anchor(self, anchor_id: str, text: str, vector: np.ndarray) -> int:
@@ -145,6 +164,25 @@ class GraphCache:
         for entry in self.anchor_entries[row]:
             self.entry_anchors[entry].discard(row)
         self.anchor_entries[row] = set()
+
+    # --- episodes ----------------------------------------------------------------------------
+    def put_episode(self, episode_id: str, label: str, vector: np.ndarray) -> int:
+        """Add a stored episode's vector, or replace it when the id is known; returns its row."""
+        row = self.episode_row.get(episode_id)
+        if row is not None:
+            self.episodes.replace(row, vector)
+            self.episode_labels[row] = label
+            return row
+        row = int(self.episodes.append(vector.reshape(1, -1))[0])
+        self.episode_ids.append(episode_id)
+        self.episode_labels.append(label)
+        self.episode_row[episode_id] = row
+        return row
+
+    def episode_label(self, episode_id: str) -> str:
+        """The cue of a stored episode, or its id when the entries name an episode never stored."""
+        row = self.episode_row.get(episode_id)
+        return self.episode_labels[row] if row is not None else episode_id
 
     # --- saved ANN indexes -------------------------------------------------------------------
     @property
@@ -218,4 +256,25 @@ def load_graph_cache(conn: sqlite3.Connection, graph_id: str, dim: int, config: 
         entry, anchor = cache.seq_row[entry_seq], anchor_seq_row[anchor_seq]
         cache.entry_anchors[entry].add(anchor)
         cache.anchor_entries[anchor].add(entry)
+    episodes = conn.execute(
+        "SELECT id, title, text, vector FROM episodes WHERE graph_id = ? ORDER BY seq", (graph_id,)
+    ).fetchall()
+    episode_rows = cache.episodes.append(_blobs_to_matrix([e[3] for e in episodes], dim))
+    for (episode_id, title, text, _), row in zip(episodes, episode_rows, strict=True):
+        cache.episode_ids.append(episode_id)
+        cache.episode_labels.append(episode_label(title, text))
+        cache.episode_row[episode_id] = int(row)
     return cache
+
+
+EPISODE_LABEL_CHARS = 80
+"""Characters of an episode's text that stand in for its cue when it has no title."""
+
+
+def episode_label(title: str, text: str) -> str:
+    r"""An episode's cue for labels: its title, else the first `EPISODE_LABEL_CHARS` characters of its text.
+
+    >>> episode_label("", "Alice  talks about\nher new job at Nova")
+    'Alice talks about her new job at Nova'
+    """
+    return " ".join((title.strip() or text.strip()[:EPISODE_LABEL_CHARS]).split())

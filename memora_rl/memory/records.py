@@ -8,6 +8,11 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 EntryKind = Literal["factual", "episodic", "semantic"]
+SearchKind = Literal["entry", "episode"]
+"""What a search returns: entries (fused over their channels) and/or episodes (by their cue + text vector)."""
+FrontierLink = Literal["anchor", "episode", "similar"]
+"""How a frontier entry is linked to the working set: a shared cue anchor, a shared episode, or an
+abstraction similar (cosine) to a working-set entry's."""
 
 
 class Episode(BaseModel):
@@ -88,11 +93,25 @@ class SearchHit(BaseModel):
     score: float
 
 
+class EpisodeHit(BaseModel):
+    """One episode search result: an episode and the cosine of its embedding (cue + text) to the query."""
+
+    episode_id: str
+    score: float
+
+
 class FrontierItem(BaseModel):
-    """An entry reachable from the working set, with the anchor that brought it."""
+    """An entry reachable from the working set, with the link that brought it."""
 
     entry_id: str
     anchor_id: str
+    """Id of what linked it: the shared anchor (`via` anchor), the shared episode (episode), or the
+    working-set entry whose abstraction is similar (similar)."""
     anchor_text: str
+    """Text of that link: the anchor's text, the episode's cue (or the start of its text), or the
+    similar working-set entry's abstraction."""
     score: float
     """Cosine similarity of the entry to the current query."""
+    via: FrontierLink = "anchor"
+    """The kind of link that brought the entry; an entry reached several ways shows the first of anchor,
+    episode, similar."""

@@ -1,4 +1,9 @@
-"""Search over one graph's in-memory view: per-channel rankings, filters and reciprocal-rank fusion."""
+"""Search over one graph's in-memory view: per-channel rankings, filters and reciprocal-rank fusion.
+
+Entries are ranked by their abstraction, value and anchor vectors (plus BM25 in the store, and
+optionally the episode channel: entries of the episodes closest to the query); episodes are
+ranked by their own cue + text vector.
+"""
 
 from __future__ import annotations
 
@@ -110,3 +115,48 @@ def vector_rankings(cache: GraphCache, query: np.ndarray, depth: int, mask: np.n
         [int(row) for row in value_rows],
         anchor_ranking(cache, query, depth, mask),
     ]
+
+
+def episode_entry_ranking(cache: GraphCache, query: np.ndarray, depth: int, mask: np.ndarray | None) -> list[int]:
+    """Entry rows of the episodes closest to the query (cue + text), each episode's entries by their own cosine.
+
+    An entry's cosine is the larger of its abstraction and value cosine (as in the frontier); an
+    entry of several episodes is ranked with the first (closest) of them.
+    """
+    episode_rows, _ = cache.episodes.top_k(query, depth)
+    ranking: list[int] = []
+    seen: set[int] = set()
+    for episode_row in episode_rows:
+        members = cache.episode_rows.get(cache.episode_ids[int(episode_row)], set())
+        rows = [row for row in sorted(members) if row not in seen and (mask is None or mask[row])]
+        if rows:
+            scores = np.maximum(cache.abstractions.matrix[rows] @ query, cache.values.matrix[rows] @ query)  # (n,)
+            ranked = [rows[i] for i in sorted(range(len(rows)), key=lambda i: (-float(scores[i]), rows[i]))]
+            ranking.extend(ranked)
+            seen.update(ranked)
+        if len(ranking) >= depth:
+            break
+    return ranking[:depth]
+
+
+def episode_mask(cache: GraphCache, filters: SearchFilters | None) -> np.ndarray | None:
+    """Boolean mask (n_episode_rows,) of stored episodes named by `filters.episode_ids`; None when not filtered."""
+    if filters is None or filters.episode_ids is None:
+        return None
+    mask = np.zeros(cache.episodes.size, dtype=bool)
+    for episode_id in filters.episode_ids:
+        row = cache.episode_row.get(episode_id)
+        if row is not None:
+            mask[row] = True
+    return mask
+
+
+def episode_ranking(
+    cache: GraphCache, query: np.ndarray, k: int, filters: SearchFilters | None
+) -> list[tuple[str, float]]:
+    """The `k` stored episodes closest to the query as (episode id, cosine), best first.
+
+    Of the filters only `episode_ids` applies: speaker and time ranges describe entries.
+    """
+    rows, scores = cache.episodes.top_k(query, k, episode_mask(cache, filters))
+    return [(cache.episode_ids[int(row)], float(score)) for row, score in zip(rows, scores, strict=True)]

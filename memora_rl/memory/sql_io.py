@@ -181,6 +181,19 @@ def entry_seqs(conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str]
     return found
 
 
+def abstractions_by_id(conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str]) -> dict[str, str]:
+    """Abstractions of a graph's entries by id (missing ids are absent)."""
+    found: dict[str, str] = {}
+    for part in chunks(list(entry_ids)):
+        marks = ",".join("?" * len(part))
+        found.update(
+            conn.execute(
+                f"SELECT id, abstraction FROM entries WHERE graph_id = ? AND id IN ({marks})", [graph_id, *part]
+            )
+        )
+    return found
+
+
 def write_receipt(conn: sqlite3.Connection, graph_id: str, receipt: str) -> None:
     """Record that an upsert with this receipt was written into the graph (in the caller's transaction)."""
     conn.execute("INSERT OR IGNORE INTO upsert_receipts(graph_id, receipt) VALUES (?, ?)", (graph_id, receipt))
@@ -242,24 +255,39 @@ def entries_by_id(
     return [found[seqs[entry_id]] for entry_id in entry_ids]
 
 
-def read_episodes(conn: sqlite3.Connection, graph_id: str) -> list[Episode]:
-    """All episodes of a graph, in insertion order."""
-    return [
-        Episode(
-            id=r[0],
-            graph_id=graph_id,
-            text=r[1],
-            title=r[2],
-            source_turn_ids=json.loads(r[3]),
-            start_time=r[4],
-            end_time=r[5],
-        )
-        for r in conn.execute(
-            "SELECT id, text, title, source_turn_ids, start_time, end_time FROM episodes WHERE graph_id = ? "
-            "ORDER BY seq",
-            (graph_id,),
-        )
-    ]
+def _episode(graph_id: str, row: Sequence) -> Episode:
+    """An episode from its (id, text, title, source_turn_ids, start_time, end_time) row."""
+    return Episode(
+        id=row[0],
+        graph_id=graph_id,
+        text=row[1],
+        title=row[2],
+        source_turn_ids=json.loads(row[3]),
+        start_time=row[4],
+        end_time=row[5],
+    )
+
+
+_EPISODE_COLUMNS = "id, text, title, source_turn_ids, start_time, end_time"
+
+
+def read_episodes(conn: sqlite3.Connection, graph_id: str, episode_ids: Sequence[str] | None = None) -> list[Episode]:
+    """All episodes of a graph in insertion order, or those of `episode_ids` in the order asked (unknown: skipped)."""
+    if episode_ids is None:
+        return [
+            _episode(graph_id, row)
+            for row in conn.execute(
+                f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE graph_id = ? ORDER BY seq", (graph_id,)
+            )
+        ]
+    found: dict[str, Episode] = {}
+    for part in chunks(list(dict.fromkeys(episode_ids))):
+        marks = ",".join("?" * len(part))
+        for row in conn.execute(
+            f"SELECT {_EPISODE_COLUMNS} FROM episodes WHERE graph_id = ? AND id IN ({marks})", [graph_id, *part]
+        ):
+            found[row[0]] = _episode(graph_id, row)
+    return [found[episode_id] for episode_id in episode_ids if episode_id in found]
 
 
 def read_anchors(conn: sqlite3.Connection, graph_id: str) -> list[CueAnchor]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import numpy as np
 
@@ -27,17 +27,22 @@ from memora_rl.memory import ann_files, bm25, sql_io
 from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.connection import StoreConnection
 from memora_rl.memory.frontier import frontier_items
-from memora_rl.memory.graph_cache import GraphCache
+from memora_rl.memory.graph_cache import GraphCache, episode_label
 from memora_rl.memory.integrity import run_integrity_checks
 from memora_rl.memory.records import (
     CueAnchor,
     EntryCandidate,
     Episode,
+    EpisodeHit,
     FrontierItem,
+    FrontierLink,
     MemoryEntry,
     SearchHit,
+    SearchKind,
 )
 from memora_rl.memory.search import (
+    episode_entry_ranking,
+    episode_ranking,
     filter_mask,
     query_words,
     rrf_fuse,
@@ -129,8 +134,20 @@ class SQLiteGraphStore:
 
     # --- writes (done by `GraphWriter`) ------------------------------------------------------
     def add_episode(self, episode: Episode) -> Episode:
-        """Store (or replace, by id) an episode with the embedding of its cue + text."""
-        return self._writer.add_episode(episode)
+        """Store (or replace, by id) an episode with the embedding of its cue + text.
+
+        A loaded view of the graph gets the episode's vector after the commit (read back, not re-embedded).
+        """
+        stored = self._writer.add_episode(episode)
+        with self._db.lock:
+            cache = self._views.loaded(episode.graph_id)
+            if cache is not None:
+                (blob,) = self._db.conn.execute(
+                    "SELECT vector FROM episodes WHERE graph_id = ? AND id = ?", (episode.graph_id, episode.id)
+                ).fetchone()
+                vector = np.frombuffer(blob, dtype=np.float32)
+                cache.put_episode(episode.id, episode_label(episode.title, episode.text), vector)
+        return stored
 
     def upsert_entry(
         self,
@@ -201,6 +218,10 @@ class SQLiteGraphStore:
         """All episodes of a graph, in insertion order."""
         return sql_io.read_episodes(self._db.conn, graph_id)
 
+    def get_episodes(self, graph_id: str, episode_ids: Sequence[str]) -> list[Episode]:
+        """Stored episodes by id, in the order asked; ids never stored are left out (entries may name them)."""
+        return sql_io.read_episodes(self._db.conn, graph_id, episode_ids)
+
     def anchors(self, graph_id: str) -> list[CueAnchor]:
         """All cue anchors of a graph with their entry ids."""
         return sql_io.read_anchors(self._db.conn, graph_id)
@@ -245,18 +266,89 @@ class SQLiteGraphStore:
         return [cache.entry_row[entry_id] for entry_id in entry_ids]
 
     # --- search ------------------------------------------------------------------------------
+    @overload
     def search(
-        self, graph_id: str, query: str | np.ndarray, k: int = 10, filters: SearchFilters | None = None
-    ) -> list[SearchHit]:
-        """Fuse (RRF) abstraction, value and anchor cosine rankings, plus BM25 when `query` is text."""
+        self,
+        graph_id: str,
+        query: str | np.ndarray,
+        k: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        kinds: tuple[Literal["entry"]] = ("entry",),
+        episode_channel: bool | None = None,
+    ) -> list[SearchHit]: ...
+
+    @overload
+    def search(
+        self,
+        graph_id: str,
+        query: str | np.ndarray,
+        k: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        kinds: Sequence[SearchKind],
+        episode_channel: bool | None = None,
+    ) -> list[SearchHit | EpisodeHit]: ...
+
+    def search(
+        self,
+        graph_id: str,
+        query: str | np.ndarray,
+        k: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        kinds: Sequence[SearchKind] = ("entry",),
+        episode_channel: bool | None = None,
+    ) -> list[SearchHit] | list[SearchHit | EpisodeHit]:
+        """Search a graph's entries and/or episodes.
+
+        Entries: RRF fusion of abstraction, value and anchor cosine rankings, plus BM25 when `query`
+        is text, plus the episode channel (`search.episode_entry_ranking`) when it is on.
+        Episodes: cosine of their cue + text embedding (of the filters, only `episode_ids` applies).
+
+        Args:
+            graph_id: the graph.
+            query: text or unit vector.
+            k: most hits of each kind.
+            filters: restrictions (speaker, time range, episode ids).
+            kinds: what to return; with both, up to `k` entry hits (fused scores) come first, then up to
+                `k` episode hits (cosines): the two scores are not comparable, so the kinds are not interleaved.
+            episode_channel: add the episode channel to the entry fusion; None uses `config.episode_channel`.
+        """
+        unknown = sorted(set(kinds) - {"entry", "episode"})
+        if unknown or not kinds:
+            raise GraphError(f"search kinds={list(kinds)} holds {unknown or 'nothing'}; use 'entry' and/or 'episode'.")
         cache = self._cache(graph_id)
         vector = self._query_vector(query)
+        hits: list[SearchHit | EpisodeHit] = []
+        if "entry" in kinds:
+            with_episodes = self.config.episode_channel if episode_channel is None else episode_channel
+            hits.extend(self._entry_hits(cache, graph_id, query, vector, k, filters, with_episodes))
+        if "episode" in kinds:
+            with self._db.lock, single_thread_blas():
+                ranked = episode_ranking(cache, vector, k, filters)
+            hits.extend(EpisodeHit(episode_id=episode_id, score=score) for episode_id, score in ranked)
+        return hits
+
+    def _entry_hits(
+        self,
+        cache: GraphCache,
+        graph_id: str,
+        query: str | np.ndarray,
+        vector: np.ndarray,
+        k: int,
+        filters: SearchFilters | None,
+        episode_channel: bool,
+    ) -> list[SearchHit]:
+        """The fused (RRF) entry search: vector channels, BM25 for text, the episode channel when asked."""
         mask = filter_mask(cache, filters)
         depth = max(k, self.config.channel_depth)
         with self._db.lock, single_thread_blas():
             rankings = vector_rankings(cache, vector, depth, mask)
             if isinstance(query, str) and self.config.bm25:
                 rankings.append(self._bm25_ranking(cache, graph_id, query, depth, mask))
+            if episode_channel:
+                rankings.append(episode_entry_ranking(cache, vector, depth, mask))
         fused = rrf_fuse(rankings, self.config.rrf_k)
         best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
         return [SearchHit(entry_id=cache.entry_ids[row], score=score) for row, score in best]
@@ -319,8 +411,11 @@ class SQLiteGraphStore:
         query: str | np.ndarray,
         limit: int = 20,
         relaxed_threshold: float | None = None,
+        *,
+        links: Sequence[FrontierLink] = ("anchor",),
+        similar_threshold: float = 0.85,
     ) -> list[FrontierItem]:
-        """Entries sharing an anchor with `working_set` (or a relaxed anchor), minus it and `visited`.
+        """Entries linked to `working_set`, minus it and `visited`, best cosine to `query` first.
 
         Args:
             graph_id: the graph.
@@ -330,14 +425,31 @@ class SQLiteGraphStore:
             limit: most items returned.
             relaxed_threshold: also follow anchors this close (cosine) to the working set's anchors;
                 None uses `config.relaxed_anchor_threshold`.
+            links: which links count (`FrontierItem.via`): `anchor` (a shared or relaxed cue anchor),
+                `episode` (a shared episode), `similar` (an abstraction within `similar_threshold` cosine
+                of a working-set entry's). The default is anchors only.
+            similar_threshold: cosine (-1..1) of a similar-abstraction link.
         """
+        unknown = sorted(set(links) - {"anchor", "episode", "similar"})
+        if unknown:
+            raise GraphError(f"frontier links={list(links)} holds {unknown}; use anchor, episode and/or similar.")
         cache = self._cache(graph_id)
         vector = self._query_vector(query)
         working_rows = self._rows(cache, graph_id, working_set)
         excluded = set(working_rows) | {cache.entry_row[i] for i in visited if i in cache.entry_row}
         threshold = self.config.relaxed_anchor_threshold if relaxed_threshold is None else relaxed_threshold
         with self._db.lock, single_thread_blas():
-            return frontier_items(cache, working_rows, excluded, vector, limit, threshold)
+            return frontier_items(
+                cache,
+                working_rows,
+                excluded,
+                vector,
+                limit,
+                threshold,
+                links,
+                similar_threshold,
+                lambda ids: sql_io.abstractions_by_id(self._db.conn, graph_id, ids),
+            )
 
     def check_integrity(self) -> IntegrityReport:
         """`PRAGMA integrity_check`, foreign keys, FTS index and graph invariants."""

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal, Protocol, overload
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, FrontierItem, MemoryEntry, SearchHit
+from memora_rl.memory.records import (
+    CueAnchor,
+    EntryCandidate,
+    Episode,
+    EpisodeHit,
+    FrontierItem,
+    FrontierLink,
+    MemoryEntry,
+    SearchHit,
+    SearchKind,
+)
 
 
 class MergeDecision(BaseModel):
@@ -112,6 +122,10 @@ class GraphStore(Protocol):
         """All episodes of a graph."""
         ...
 
+    def get_episodes(self, graph_id: str, episode_ids: Sequence[str]) -> list[Episode]:
+        """Stored episodes by id, in the order asked; ids never stored are left out."""
+        ...
+
     def anchors(self, graph_id: str) -> list[CueAnchor]:
         """All cue anchors of a graph."""
         ...
@@ -120,10 +134,46 @@ class GraphStore(Protocol):
         """L2-normalised value embeddings, shape (len(entry_ids), dim), for redundancy scoring."""
         ...
 
+    @overload
     def search(
-        self, graph_id: str, query: str | np.ndarray, k: int = 10, filters: SearchFilters | None = None
-    ) -> list[SearchHit]:
-        """Fused (RRF) search over abstractions, values and anchors; `query` is text or a unit vector."""
+        self,
+        graph_id: str,
+        query: str | np.ndarray,
+        k: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        kinds: tuple[Literal["entry"]] = ("entry",),
+        episode_channel: bool | None = None,
+    ) -> list[SearchHit]: ...
+
+    @overload
+    def search(
+        self,
+        graph_id: str,
+        query: str | np.ndarray,
+        k: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        kinds: Sequence[SearchKind],
+        episode_channel: bool | None = None,
+    ) -> list[SearchHit | EpisodeHit]: ...
+
+    def search(
+        self,
+        graph_id: str,
+        query: str | np.ndarray,
+        k: int = 10,
+        filters: SearchFilters | None = None,
+        *,
+        kinds: Sequence[SearchKind] = ("entry",),
+        episode_channel: bool | None = None,
+    ) -> list[SearchHit] | list[SearchHit | EpisodeHit]:
+        """Fused (RRF) search over abstractions, values and anchors; `query` is text or a unit vector.
+
+        `kinds` asks for entries (`SearchHit`, the default and only kind unless asked), episodes
+        (`EpisodeHit`, by their cue + text vector) or both (up to `k` of each, entries first);
+        `episode_channel` adds the entries of the closest episodes to the entry fusion (None: the store's default).
+        """
         ...
 
     def frontier(
@@ -133,8 +183,15 @@ class GraphStore(Protocol):
         visited: Sequence[str],
         query: str | np.ndarray,
         limit: int = 20,
+        *,
+        links: Sequence[FrontierLink] = ("anchor",),
+        similar_threshold: float = 0.85,
     ) -> list[FrontierItem]:
-        """Entries sharing an anchor with the working set, minus working set and visited, ranked by query."""
+        """Entries linked to the working set, minus working set and visited, ranked by query.
+
+        `links` says which links count: a shared cue anchor (the default, alone), a shared episode,
+        an abstraction within `similar_threshold` cosine of a working-set entry's (`FrontierItem.via`).
+        """
         ...
 
     def check_integrity(self) -> IntegrityReport:

@@ -50,19 +50,13 @@ def env_config_for(request: RetrieveRequest, default_budget: float, max_budget: 
 
 
 def context_text(entries: list[MemoryEntry], episodes: list[Episode], mode: ContextMode) -> str:
-    """The context an answerer reads: entry lines, episode texts, or episodes then entry lines.
+    """The context an answerer reads, in the request's mode (`memora_rl.core.context`).
 
     >>> entry = MemoryEntry(id="e1", graph_id="g", abstraction="Alice's employer", value="Alice works at Nova")
     >>> context_text([entry], [], "factual")
     "- Alice's employer: Alice works at Nova"
     """
-    factual = render_memory_context(entries)
-    episodic = "\n\n".join(f"## {ep.title or ep.id}\n{ep.text}" for ep in episodes)
-    if mode == "factual":
-        return factual
-    if mode == "episodic":
-        return episodic
-    return f"{episodic}\n\n{factual}" if episodic else factual
+    return render_memory_context(entries, episodes, mode)
 
 
 def play_walk(env: RetrievalEnv, task: Task, act: ActFn) -> tuple[list[WalkStep], dict[str, Any], float]:

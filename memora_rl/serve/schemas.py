@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memora_rl.core.state import ContextMode as ContextMode  # re-exported: one definition, in core
 from memora_rl.core.walk import FrontierNode as FrontierNode  # re-exported: the walk's shape lives in core
 from memora_rl.core.walk import WalkStep
 from memora_rl.memory.records import Episode, MemoryEntry
 
-ContextMode = Literal["factual", "episodic", "episodic+factual"]
-"""What the context text holds: entry lines, the text of their episodes, or both (episodes first)."""
 GRAPH_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 """Graph ids: letters, digits and `_ . : -`, up to 128 characters (safe in URLs and file names)."""
 

@@ -157,6 +157,8 @@ def test_token_f1(prediction, gold, expected):
         ("works at Nova", "Nova", 1 / 3),  # longer than gold: no brevity penalty
         ("Nova", "Nova Berlin", float(np.exp(-1.0))),  # brevity penalty exp(1 - 2/1)
         ("cat cat cat", "cat", 1 / 3),  # clipped counts
+        # clipping and brevity together: 3 of 4 predicted unigrams clip into the gold, BP = exp(1 - 5/4)
+        ("the cat sat on cat", "a cat sat on the mat today", 0.75 * float(np.exp(-0.25))),
         ("", "Nova", 0.0),
         ("an", "the", 1.0),
     ],
