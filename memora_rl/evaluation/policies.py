@@ -3,6 +3,8 @@
 Spec grammar (`memora-rl eval --policy ...`):
 - `semantic`, `heuristic`, `random`: graph baselines (`memora_rl.policy.baselines`).
 - `rag`, `full-context`: non-graph baselines (`memora_rl.policy.context_baselines`).
+- `nemori`, or `nemori:top_episodes=N,top_facts=N,raw_episodes=N`: NEMORI retrieval over the env's
+  graph store in one shot (`memora_rl.policy.nemori_retrieval`); defaults 10, 20, 2.
 - `prompted:<model>`: the zero-shot LLM policy; with a policy server URL `<model>` is the served
   name, without one it is a registry name or folder loaded with transformers.
 - a folder path: a policy exported by `memora-rl export` (adapter on the server, or transformers).
@@ -15,21 +17,30 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memora_rl.env.config import EnvConfig
 from memora_rl.errors import EvalError
 from memora_rl.policy.base import Policy
 from memora_rl.policy.baselines import BASELINES
+from memora_rl.policy.served_context import served_tokenizer, warn_if_context_short
+
+if TYPE_CHECKING:
+    from memora_rl.memory.store import GraphStore
+    from memora_rl.policy.nemori_retrieval import NemoriRetrievalConfig
 
 logger = logging.getLogger(__name__)
 
 GRAPH_BASELINES = tuple(BASELINES)
 """The graph-walking baselines, as `memora_rl.policy.baselines` registers them."""
 CONTEXT_BASELINES = {"rag": "rag", "full-context": "full_context", "full_context": "full_context"}
+NEMORI = "nemori"
+"""NEMORI retrieval: a context baseline that reads the env's graph store (episodes, facts, raw turns)."""
 PROMPTED_PREFIX = "prompted:"
-FALLBACK_TOKENIZER = "smollm2-135m-instruct"
-VALID_POLICIES = (*GRAPH_BASELINES, "rag", "full-context", "prompted:<model>", "<export folder>")
+VALID_POLICIES = (
+    *GRAPH_BASELINES, "rag", "full-context", "nemori[:top_episodes=N,top_facts=N,raw_episodes=N]",
+    "prompted:<model>", "<export folder>",
+)  # fmt: skip
 
 PolicyKind = Literal["graph_baseline", "context_baseline", "prompted", "export"]
 
@@ -57,13 +68,17 @@ def parse_policy_spec(spec: str) -> PolicySpec:
     ('graph_baseline', 'prompted-smollm2')
 
     Raises:
-        EvalError: an unknown name (the message lists the valid ones) or an empty `prompted:` model.
+        EvalError: an unknown name (the message lists the valid ones), an empty `prompted:` model, or
+            NEMORI options not written as `key=N`.
+        ConfigError: a NEMORI option out of range or unknown (the message names the field).
     """
     value = spec.strip()
     if value in GRAPH_BASELINES:
         return PolicySpec("graph_baseline", value, value)
     if value in CONTEXT_BASELINES:
         return PolicySpec("context_baseline", CONTEXT_BASELINES[value], CONTEXT_BASELINES[value])
+    if value == NEMORI or value.startswith(f"{NEMORI}:"):
+        return PolicySpec("context_baseline", nemori_policy_name(nemori_config_of(value)), value)
     if value.startswith(PROMPTED_PREFIX):
         model = value[len(PROMPTED_PREFIX) :].strip()
         if not model:
@@ -73,6 +88,50 @@ def parse_policy_spec(spec: str) -> PolicySpec:
         path = Path(value).expanduser()
         return PolicySpec("export", export_run_name(path), str(path))
     raise EvalError(f"Unknown policy {spec!r}. Valid policies: {', '.join(VALID_POLICIES)}.")
+
+
+def nemori_config_of(value: str) -> NemoriRetrievalConfig:
+    """The NEMORI retrieval config of a `nemori[:key=N,...]` policy value.
+
+    >>> nemori_config_of("nemori:top_facts=5").top_facts, nemori_config_of("nemori").top_episodes
+    (5, 10)
+
+    Raises:
+        EvalError: an option not written as `key=N` with a whole number N.
+        ConfigError: an unknown option or a value out of range (the message names the field).
+    """
+    from memora_rl.policy.nemori_retrieval import nemori_config
+
+    options: dict[str, int] = {}
+    for item in (part.strip() for part in value[len(NEMORI) :].lstrip(":").split(",")):
+        if not item:
+            continue
+        key, _, raw = item.partition("=")
+        try:
+            options[key.strip()] = int(raw)
+        except ValueError:
+            raise EvalError(
+                f"--policy {value!r}: NEMORI options are key=N with whole numbers, e.g. "
+                f"nemori:top_episodes=10,top_facts=20,raw_episodes=2; got {item!r}."
+            ) from None
+    return nemori_config(options)
+
+
+def nemori_policy_name(config: NemoriRetrievalConfig) -> str:
+    """`nemori` for this project's defaults, else `nemori-e<episodes>-f<facts>-r<raw episodes>`.
+
+    >>> from memora_rl.policy.nemori_retrieval import NemoriRetrievalConfig
+    >>> nemori_policy_name(NemoriRetrievalConfig()), nemori_policy_name(NemoriRetrievalConfig(top_facts=5))
+    ('nemori', 'nemori-e10-f5-r2')
+    """
+    if config == type(config)():
+        return NEMORI
+    return f"{NEMORI}-e{config.top_episodes}-f{config.top_facts}-r{config.raw_episodes}"
+
+
+def needs_graph_store(spec: PolicySpec) -> bool:
+    """True for a context baseline that reads the env's graph store (NEMORI retrieval), not the raw conversation."""
+    return spec.kind == "context_baseline" and (spec.target == NEMORI or spec.target.startswith(f"{NEMORI}:"))
 
 
 def export_run_name(path: Path) -> str:
@@ -154,42 +213,7 @@ def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int
     config = LLMPolicyConfig(
         backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
     )
-    return make_llm_policy(config), _served_tokenizer(str(match.get("root") or spec.target)), spec.target
-
-
-def warn_if_context_short(
-    base_url: str, served_name: str, env_config: EnvConfig, tokenizer: Any, max_new_tokens: int
-) -> None:
-    """Warn before playing when the server cannot hold the env's longest chat (vLLM lists `max_model_len`).
-
-    An episode that outgrows the server fails at that step; saying so up front names the real cause.
-    """
-    from memora_rl.llm.server import list_served_models
-    from memora_rl.policy.render import chat_token_bound
-
-    entry = next((m for m in list_served_models(base_url) if m["id"] == served_name), None)
-    limit = int((entry or {}).get("max_model_len") or 0)
-    needed = chat_token_bound(env_config, tokenizer, max_new_tokens)
-    if limit and needed > limit:
-        logger.warning(
-            "The server at %s holds %d tokens (max_model_len), but an episode's chat can reach %d (the opener, then "
-            "%d steps of an observation of up to %d tokens and an action of up to %d): long episodes will fail. "
-            "Restart it with `--max-model-len %d`, or play fewer steps (--set env.max_steps=N).",
-            base_url, limit, needed, env_config.max_steps, env_config.max_prompt_tokens, max_new_tokens,
-            -(-needed // 1024) * 1024,
-        )  # fmt: skip
-
-
-def _served_tokenizer(root: str) -> Any:
-    """The served model's tokenizer (from the server's model root), else SmolLM2's with a warning."""
-    from memora_rl.errors import ModelError
-    from memora_rl.llm.registry import load_tokenizer
-
-    try:
-        return load_tokenizer(root)
-    except ModelError:
-        logger.warning("No tokenizer for %s here; counting prompt tokens with %s.", root, FALLBACK_TOKENIZER)
-        return load_tokenizer(FALLBACK_TOKENIZER)
+    return make_llm_policy(config), served_tokenizer(str(match.get("root") or spec.target)), spec.target
 
 
 def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any, str | None]:
@@ -235,10 +259,24 @@ def token_counter(tokenizer: Any) -> Callable[[str], int]:
     return count
 
 
-def make_context_policy(spec: PolicySpec, tokenizer: Any | None) -> Any:
-    """A non-graph baseline counting tokens with `tokenizer` (whitespace words without one)."""
+def make_context_policy(spec: PolicySpec, tokenizer: Any | None, store: GraphStore | None = None) -> Any:
+    """A context baseline counting tokens with `tokenizer` (whitespace words without one).
+
+    Args:
+        spec: A parsed spec of kind `context_baseline`.
+        tokenizer: Counts context tokens; None counts whitespace words.
+        store: The env's graph store, needed by NEMORI retrieval (see `needs_graph_store`), unused otherwise.
+
+    Raises:
+        EvalError: NEMORI retrieval without a store.
+    """
     from memora_rl.policy.context_baselines import count_words, make_context_baseline
 
-    if tokenizer is None:
-        return make_context_baseline(spec.target, count_words)
-    return make_context_baseline(spec.target, token_counter(tokenizer))
+    count = count_words if tokenizer is None else token_counter(tokenizer)
+    if needs_graph_store(spec):
+        from memora_rl.policy.nemori_retrieval import NemoriRetrieval
+
+        if store is None:
+            raise EvalError(f"Policy {spec.name!r} reads the env's graph store; pass the store (run_eval does).")
+        return NemoriRetrieval(store, nemori_config_of(spec.target), count_tokens=count, name=spec.name)
+    return make_context_baseline(spec.target, count)

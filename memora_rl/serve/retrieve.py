@@ -46,7 +46,16 @@ def env_config_for(request: RetrieveRequest, default_budget: float, max_budget: 
         raise ConfigError(
             f"budget: {budget:g} is above this server's limit of {max_budget:g}; send budget <= {max_budget:g}."
         )
-    return EnvConfig(budget=budget, initial_top_k=request.top_k or top_k, max_steps=max(1, int(budget) + 2))
+    return EnvConfig(budget=budget, initial_top_k=request.top_k or top_k, max_steps=walk_steps(budget))
+
+
+def walk_steps(budget: float) -> int:
+    """Most steps of a served walk: the budget's worth of unit-cost actions, a stop, and one spare.
+
+    >>> walk_steps(6.0)
+    8
+    """
+    return max(1, int(budget) + 2)
 
 
 def context_text(entries: list[MemoryEntry], episodes: list[Episode], mode: ContextMode) -> str:

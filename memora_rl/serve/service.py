@@ -17,7 +17,7 @@ from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.graphs import GraphRegistry
 from memora_rl.serve.ingest import ingest_batch
 from memora_rl.serve.live_judge import LiveJudge
-from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve
+from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve, walk_steps
 from memora_rl.serve.schemas import IngestRequest, IngestResponse, RetrieveRequest, RetrieveResponse
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,20 @@ def make_policy(config: ServeConfig) -> Policy:
     from memora_rl.policy.baselines import make_baseline
 
     return make_baseline(config.policy)
+
+
+def warn_if_policy_context_short(config: ServeConfig) -> None:
+    """At start, warn when the policy server's context cannot hold a walk at the default budget (or is unreachable)."""
+    from memora_rl.errors import MemoraError
+    from memora_rl.policy.llm_policy import LLMPolicyConfig
+    from memora_rl.policy.served_context import warn_if_context_short
+
+    env_config = EnvConfig(budget=config.budget, initial_top_k=config.top_k, max_steps=walk_steps(config.budget))
+    max_new_tokens = LLMPolicyConfig.model_fields["max_new_tokens"].default  # what make_policy's policy uses
+    try:
+        warn_if_context_short(config.llm_base_url or "", config.llm_model or "", env_config, None, max_new_tokens)
+    except MemoraError as error:
+        logger.warning("Could not check the policy server's context length: %s", error)
 
 
 def make_ingest_builder(config: ServeConfig, embedder: Embedder) -> Builder:
@@ -63,6 +77,8 @@ class MemoryService:
         self.embedder = embedder or get_embedder()
         self.graphs = GraphRegistry(config.stores, self.embedder)
         self.policy = policy or make_policy(config)
+        if policy is None and config.policy == "llm":
+            warn_if_policy_context_short(config)
         self.builder = make_ingest_builder(config, self.embedder)
         self.judge = LiveJudge(EnvConfig().judge)
         self._episodes: dict[str, dict[str, Episode]] = {}
