@@ -24,7 +24,8 @@ class EvalConfig(StrictModel):
     env: str
     """Env name (`memora-rl env list`), e.g. `synthetic`, `locomo`."""
     policy: str
-    """`semantic` | `heuristic` | `random` | `rag` | `full-context` | `prompted:<model>` | an export folder."""
+    """`semantic` | `heuristic` | `random` | `rag` | `full-context` | `nemori` (or `nemori:top_episodes=N,...`) |
+    `prompted:<model>` | an export folder."""
     split: SplitName = "test"
     """Task split to evaluate on (held-out: `test`)."""
     limit: int | None = Field(default=None, ge=1)
@@ -46,7 +47,7 @@ class EvalConfig(StrictModel):
     """Served name of the CORRECT/WRONG judge (None: the answerer's model)."""
     answer_max_tokens: int = Field(default=48, ge=1, le=2048)
     """Token limit of one answer (answers are a few words)."""
-    judge_max_tokens: int = Field(default=128, ge=16, le=2048)
+    judge_max_tokens: int = Field(default=200, ge=16, le=2048)
     """Token limit of one judge verdict (a short JSON object: a sentence of reasoning and the label)."""
     llm_cache: Path | None = None
     """SQLite response cache of the answerer and judge (None: `<MEMORA_RL_HOME>/cache/llm/responses.sqlite`):

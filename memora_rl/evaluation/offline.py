@@ -21,7 +21,13 @@ from memora_rl.data.records import Task
 from memora_rl.errors import EvalError
 from memora_rl.evaluation.config import EvalConfig
 from memora_rl.evaluation.metrics import OVERALL, summarize_by_category
-from memora_rl.evaluation.policies import PolicySpec, make_context_policy, make_graph_policy, parse_policy_spec
+from memora_rl.evaluation.policies import (
+    PolicySpec,
+    make_context_policy,
+    make_graph_policy,
+    needs_graph_store,
+    parse_policy_spec,
+)
 from memora_rl.evaluation.records import QuestionRecord
 from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_results
 
@@ -219,8 +225,12 @@ def _eval_graph(
 def _eval_context(
     config: EvalConfig, spec: PolicySpec, records_path: Path, done: set[str], grader: AnswerGrader | None
 ) -> tuple[list[Task], Throughput]:
-    """Run a context baseline over the split's remaining tasks (no graph is built)."""
-    from memora_rl.env.registry import resolve_env_spec, select_conversations, split_tasks
+    """Run a context baseline over the split's remaining tasks.
+
+    No graph is built for RAG and full context; NEMORI retrieval reads the env's cached store, with
+    the graphs of the chosen tasks built first (`make_eval_env` does the same for graph policies).
+    """
+    from memora_rl.env.registry import graph_cache_path, resolve_env_spec, select_conversations, split_tasks
     from memora_rl.env.sources import load_corpus
     from memora_rl.evaluation.playback import play_context_tasks
 
@@ -228,12 +238,23 @@ def _eval_context(
     corpus = select_conversations(env_spec, load_corpus(env_spec.data))
     tasks = _limit(split_tasks(env_spec, corpus, config.split), config)
     jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
-    baseline = make_context_policy(spec, _load_tokenizer(config.tokenizer))
+    store = None
+    if needs_graph_store(spec):
+        from memora_rl.evaluation.graphs import build_needed_graphs, corpus_for_tasks
+        from memora_rl.memory import open_store
+
+        store = open_store(graph_cache_path(env_spec), config=env_spec.store)
+        build_needed_graphs(env_spec, corpus_for_tasks(corpus, tasks), store)
+    baseline = make_context_policy(spec, _load_tokenizer(config.tokenizer), store)
     conversations = {conversation.id: conversation for conversation in corpus.conversations}
     play = play_context_tasks(
         baseline, conversations, jobs, records_path, grader, config.concurrency, config.latency_questions
     )
-    return tasks, run_sync(play, cleanup=grader.aclose if grader is not None else None)
+    try:
+        return tasks, run_sync(play, cleanup=grader.aclose if grader is not None else None)
+    finally:
+        if store is not None:
+            store.close()
 
 
 def run_eval(config: EvalConfig) -> EvalRun:

@@ -1,7 +1,8 @@
 """Play held-out tasks with a policy and append one `QuestionRecord` per finished question.
 
 Graph policies walk the env (`memora_rl.policy.runner.play_episode`), one env per worker;
-context baselines (RAG, full context) retrieve from the raw conversation. When an answer
+context baselines retrieve in one shot: RAG and full context from the raw conversation, NEMORI
+retrieval from the graph's episodes and facts plus the raw turns of its best episodes. When an answer
 grader is given, the retrieved context is answered and labelled before the record is written
 (an abstention question with the judge's abstention prompt, see `memora_rl.judge.answer`).
 Each record is appended and flushed as soon as its question is done, so a killed run loses
@@ -222,7 +223,7 @@ async def play_context_tasks(
     concurrency: int = 8,
     latency_questions: int = 0,
 ) -> Throughput:
-    """Retrieve each task's context with a non-graph baseline (RAG, full context) and append its record.
+    """Retrieve each task's context with a context baseline (RAG, full context, NEMORI) and append its record.
 
     One untimed retrieval on the first job's question comes first, so the first timed question
     does not pay for loading the embedder (RAG) or the tokenizer's first call.
@@ -243,6 +244,7 @@ async def play_context_tasks(
             question=task.question,
             gold_answer=task.answer,
             policy=baseline.name,
+            retrieved_ids=list(context.retrieved_ids),
             retrieved_turn_ids=list(context.turn_ids),
             evidence_recall=context_recall(task.evidence, context.turn_ids),
             context_tokens=context.tokens,

@@ -29,9 +29,10 @@ SchemaT = TypeVar("SchemaT", bound=BaseModel)
 ANSWER_PHASE = "judge/answer"
 LABEL_PHASE = "judge/label"
 
-REASONING_MAX_CHARS = 300
+REASONING_MAX_CHARS = 160
 """Length limit of the judge's reasoning. It is part of the JSON schema, so guided decoding (vLLM) closes the
-string in time: a small judge that repeats itself would otherwise run to max_tokens and never write its label."""
+string in time: a small judge that repeats itself would otherwise run to max_tokens and never write its label.
+Even at one token per character, the reasoning and the label fit the default 200-token verdict limit."""
 
 ABSTENTION_CATEGORIES: frozenset[str] = frozenset({"abstention"})
 """Categories whose questions the memories cannot answer (LongMemEval `_abs`): the right answer is to say so."""
@@ -156,7 +157,7 @@ class AnswerGrader:
         judge: ChatClient | None = None,
         *,
         answer_max_tokens: int = 48,
-        judge_max_tokens: int = 128,
+        judge_max_tokens: int = 200,
     ) -> None:
         self.answerer = answerer
         self.judge = judge if judge is not None else answerer

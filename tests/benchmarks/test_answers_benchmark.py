@@ -1,0 +1,51 @@
+"""benchmarks/answers.py: every setting resolves, and a run over a scripted answerer compares the settings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memora_rl.env.registry import resolve_env_spec
+from memora_rl.evaluation.report import read_records
+from memora_rl.llm import client as client_module
+from tests.judge.test_answer_judge import CountingEndpoint
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import answers  # noqa: E402
+
+
+@pytest.mark.parametrize("setting", sorted(answers.SETTINGS))
+def test_every_setting_names_a_policy_and_overrides_the_locomo_env_accepts(setting):
+    policy, overrides = answers.SETTINGS[setting]
+    assert answers.available(policy)
+    resolve_env_spec("locomo", overrides)
+
+
+@pytest.mark.slow
+def test_a_run_answers_every_setting_but_full_context_and_compares_them(tmp_path, monkeypatch, capsys):
+    endpoint = CountingEndpoint()
+    real_client = client_module.LLMClient
+
+    class ScriptedClient(real_client):  # the evals build their own clients: give them the scripted transport
+        def __init__(self, config: client_module.LLMConfig) -> None:
+            super().__init__(config, transport=httpx.MockTransport(endpoint))
+
+    monkeypatch.setattr(client_module, "LLMClient", ScriptedClient)
+    settings = ["semantic-factual", "semantic-episodic+factual", "full-context"]
+    endpoint_args = ["--base-url", "http://answerer.test/v1", "--model", "tiny", "--llm-cache", str(tmp_path / "c")]
+    answers.main(
+        ["--env", "synthetic", "--limit", "2", "--out", str(tmp_path), *endpoint_args, "--settings", *settings]
+    )
+    assert endpoint.requests >= 2 * 2  # an answer and a label per question (a context seen before is cached)
+    for setting in settings:
+        records = read_records(tmp_path / setting)
+        assert len(records) == 2
+        assert all((record.answer is None) == (setting == "full-context") for record in records)
+    table = (tmp_path / "compare" / "compare.md").read_text()
+    assert table.strip() in capsys.readouterr().out
+    assert "full-context" in table and "semantic (semantic-episodic+factual)" in table
