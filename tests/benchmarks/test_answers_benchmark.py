@@ -5,13 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from memora_rl.env.registry import resolve_env_spec
 from memora_rl.evaluation.report import read_records
-from memora_rl.llm import client as client_module
-from tests.judge.test_answer_judge import CountingEndpoint
+from tests.judge.test_answer_judge import CountingEndpoint, route_llm_clients
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -29,13 +27,7 @@ def test_every_setting_names_a_policy_and_overrides_the_locomo_env_accepts(setti
 @pytest.mark.slow
 def test_a_run_answers_every_setting_but_full_context_and_compares_them(tmp_path, monkeypatch, capsys):
     endpoint = CountingEndpoint()
-    real_client = client_module.LLMClient
-
-    class ScriptedClient(real_client):  # the evals build their own clients: give them the scripted transport
-        def __init__(self, config: client_module.LLMConfig) -> None:
-            super().__init__(config, transport=httpx.MockTransport(endpoint))
-
-    monkeypatch.setattr(client_module, "LLMClient", ScriptedClient)
+    route_llm_clients(monkeypatch, endpoint)
     settings = ["semantic-factual", "semantic-episodic+factual", "full-context"]
     endpoint_args = ["--base-url", "http://answerer.test/v1", "--model", "tiny", "--llm-cache", str(tmp_path / "c")]
     answers.main(

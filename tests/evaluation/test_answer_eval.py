@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
 from memora_rl.errors import ConfigError, EvalError
 from memora_rl.evaluation.config import EvalConfig
 from memora_rl.evaluation.offline import USAGE_FILE, EvalRun, run_eval
 from memora_rl.evaluation.report import RESULTS_FILE, TABLE_FILE, read_records
-from memora_rl.llm import client as client_module
-from tests.judge.test_answer_judge import CountingEndpoint
+from tests.judge.test_answer_judge import CountingEndpoint, route_llm_clients
 
 LIMIT = 3
 PHASES = ("judge/answer", "judge/label")
@@ -54,13 +52,7 @@ def check_answered_run(run: EvalRun) -> list:
 @pytest.mark.slow
 def test_a_scripted_endpoint_answers_judges_and_a_rerun_sends_no_request(tmp_path, monkeypatch):
     endpoint = CountingEndpoint()
-    real_client = client_module.LLMClient
-
-    class ScriptedClient(real_client):  # the eval builds its own clients: give them the scripted transport
-        def __init__(self, config: client_module.LLMConfig) -> None:
-            super().__init__(config, transport=httpx.MockTransport(endpoint))
-
-    monkeypatch.setattr(client_module, "LLMClient", ScriptedClient)
+    route_llm_clients(monkeypatch, endpoint)
     config = answer_config(tmp_path / "first", tmp_path / "llm.sqlite", "http://answerer.test/v1", "tiny")
     first = run_eval(config)
     records = check_answered_run(first)

@@ -10,9 +10,8 @@ import pytest
 from memora_rl.evaluation.config import EvalConfig
 from memora_rl.evaluation.offline import run_eval
 from memora_rl.evaluation.report import RESULTS_FILE, TABLE_FILE, read_records
-from memora_rl.llm import client as client_module
 from memora_rl.policy.nemori_retrieval import EPISODES_HEADING, FACTS_HEADING, MESSAGES_HEADING
-from tests.judge.test_answer_judge import CountingEndpoint
+from tests.judge.test_answer_judge import CountingEndpoint, route_llm_clients
 
 LIMIT = 3
 
@@ -33,13 +32,7 @@ class PromptKeepingEndpoint(CountingEndpoint):
 
 def test_nemori_eval_writes_records_and_a_table_and_answers_from_its_context(tmp_path, monkeypatch):
     endpoint = PromptKeepingEndpoint()
-    real_client = client_module.LLMClient
-
-    class ScriptedClient(real_client):  # the eval builds its own clients: give them the scripted transport
-        def __init__(self, config: client_module.LLMConfig) -> None:
-            super().__init__(config, transport=httpx.MockTransport(endpoint))
-
-    monkeypatch.setattr(client_module, "LLMClient", ScriptedClient)
+    route_llm_clients(monkeypatch, endpoint)
     out = tmp_path / "nemori"
     config = EvalConfig(
         env="synthetic", policy="nemori", limit=LIMIT, out=out, latency_questions=1, concurrency=2,

@@ -118,6 +118,19 @@ class CountingEndpoint:
         return httpx.Response(200, json={**payload, "usage": {"prompt_tokens": 50, "completion_tokens": 4}})
 
 
+def route_llm_clients(monkeypatch, endpoint: CountingEndpoint) -> None:
+    """Every `LLMClient` built from here on (an eval builds its own) talks to `endpoint` instead of the network."""
+    from memora_rl.llm import client as client_module
+
+    real_client = client_module.LLMClient
+
+    class ScriptedClient(real_client):
+        def __init__(self, config: LLMConfig) -> None:
+            super().__init__(config, transport=httpx.MockTransport(endpoint))
+
+    monkeypatch.setattr(client_module, "LLMClient", ScriptedClient)
+
+
 def graded_twice(tmp_path, questions: list[tuple[str, str, str, bool]]) -> tuple[CountingEndpoint, list, list]:
     """Grade `questions` with fresh clients over one response cache, twice; returns the endpoint and both usages."""
     endpoint = CountingEndpoint()
