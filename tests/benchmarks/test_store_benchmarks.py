@@ -32,7 +32,7 @@ def test_graph_search_benchmark_small(tmp_path):
 @pytest.mark.slow
 def test_ann_recall_benchmark_on_real_embeddings(tmp_path):
     out = tmp_path / "recall.json"
-    _run("ann_recall.py", "--count", "2000", "--queries", "40", "--ef", "128", "--json", str(out))
+    _run("ann_recall.py", "--count", "1000", "--queries", "20", "--ef", "128", "--json", str(out))
     result = json.loads(out.read_text())
     (row,) = result["rows"]
     assert row["ef"] == 128 and row["recall10"] >= 0.95  # real MiniLM embeddings are easy for HNSW

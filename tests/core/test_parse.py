@@ -130,7 +130,7 @@ valid_action = st.one_of(
 
 
 @pytest.mark.slow
-@settings(max_examples=10_000, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3_000, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(any_text)
 def test_parser_always_returns_a_typed_result(text: str) -> None:
     result = parse_action(text)
