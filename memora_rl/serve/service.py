@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 
 import anyio.from_thread
@@ -81,19 +80,10 @@ class MemoryService:
             warn_if_policy_context_short(config)
         self.builder = make_ingest_builder(config, self.embedder)
         self.judge = LiveJudge(EnvConfig().judge)
-        self._episodes: dict[str, dict[str, Episode]] = {}
-        self._episodes_lock = threading.Lock()
 
     def episodes_of(self, graph_id: str, episode_ids: Sequence[str]) -> list[Episode]:
-        """Episodes by id, in order (read once per graph, re-read after an ingest into it)."""
-        with self._episodes_lock:
-            known = self._episodes.get(graph_id)
-        if known is None or any(episode_id not in known for episode_id in episode_ids):
-            store = self.graphs.find(graph_id).reader
-            known = {episode.id: episode for episode in store.episodes(graph_id)}
-            with self._episodes_lock:
-                self._episodes[graph_id] = known
-        return [known[episode_id] for episode_id in episode_ids if episode_id in known]
+        """Stored episodes by id, in order (ids never stored are left out)."""
+        return self.graphs.find(graph_id).reader.get_episodes(graph_id, episode_ids)
 
     def env_config(self, request: RetrieveRequest) -> EnvConfig:
         """The env settings of one request (budget checked against the server's limit)."""
@@ -115,12 +105,7 @@ class MemoryService:
 
     def ingest_sync(self, request: IngestRequest) -> IngestResponse:
         """Add one batch of turns (blocking; one transaction)."""
-        handle = self.graphs.find_or_first(request.graph)
-        try:
-            return ingest_batch(handle, self.builder, request)
-        finally:
-            with self._episodes_lock:
-                self._episodes.pop(request.graph, None)
+        return ingest_batch(self.graphs.find_or_first(request.graph), self.builder, request)
 
     def close(self) -> None:
         """Close the stores."""

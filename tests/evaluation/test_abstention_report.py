@@ -18,26 +18,13 @@ from memora_rl.evaluation.report import RESULTS_FILE, append_record, metrics_tab
 from memora_rl.judge import prompts
 from memora_rl.judge.answer import AnswerGrader
 from memora_rl.policy.context_baselines import RetrievedContext
+from tests.evaluation.test_reporting import make_record
 from tests.judge.test_answer_judge import ScriptedChat, verdict_text
 
 
 def record(task_id: str, category: str, recall: float, correct: bool, f1: float | None, **extra) -> QuestionRecord:
-    return QuestionRecord(
-        task_id=task_id,
-        conversation_id="c1",
-        category=category,
-        question="q?",
-        gold_answer="a",
-        policy=extra.pop("policy", "semantic"),
-        evidence_recall=recall,
-        answer="a",
-        correct=correct,
-        token_f1=f1,
-        bleu1=f1,
-        context_tokens=extra.pop("tokens", 100),
-        steps=1,
-        **extra,
-    )
+    return make_record(task_id, category, recall, extra.pop("tokens", 100), answer="a", correct=correct, token_f1=f1,
+                       bleu1=f1, **extra)  # fmt: skip
 
 
 RUN = [
