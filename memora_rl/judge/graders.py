@@ -227,6 +227,27 @@ def token_f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+_ABSTAINS = re.compile(
+    r"\b(not (mentioned|stated|said|specified|known|given|available)"
+    r"|(do|does|did)(n'?t| not) (say|mention|tell|contain|specify|know)"
+    r"|no (information|mention|memory|memories|record)"
+    r"|(cannot|can'?t|unable to) (tell|answer|say|determine|know)"
+    r"|unknown)\b"
+)
+
+
+def abstains(answer: str) -> float:
+    """1.0 when an answer says the memories do not tell (the right answer to an abstention question), else 0.0.
+
+    Token F1 against an abstention question's gold text (an explanation of what was never said)
+    measures nothing, so the `token_f1` grader scores those questions with this instead.
+
+    >>> abstains("Not mentioned."), abstains("The memories don't say."), abstains("Paris")
+    (1.0, 1.0, 0.0)
+    """
+    return float(_ABSTAINS.search(answer.lower().replace("’", "'")) is not None)
+
+
 def bleu1(prediction: str, gold: str) -> float:
     """Unigram BLEU: clipped unigram precision times the brevity penalty, after `normalize_answer`.
 

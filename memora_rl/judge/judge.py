@@ -79,9 +79,18 @@ def build_rubric(config: JudgeConfig, embedder: TextEncoder) -> Rubric:
 
 
 def answer_components(config: JudgeConfig, trajectory: Trajectory, verdict: AnswerVerdict) -> dict[str, float]:
-    """External component values from an answer verdict: G plus the answer metrics."""
-    f1 = graders.token_f1(verdict.answer, trajectory.task.answer)
-    values = {"token_f1": f1, "bleu1": graders.bleu1(verdict.answer, trajectory.task.answer)}
+    """External component values from an answer verdict: G plus the answer metrics.
+
+    On an abstention task the gold text explains what was never said, so overlap with it means nothing:
+    `token_f1` and `bleu1` (and the `token_f1` grader's G) are 1 when the answer says the memories do not tell.
+    """
+    task = trajectory.task
+    if is_abstention(task.category):
+        f1 = graders.abstains(verdict.answer)
+        values = {"token_f1": f1, "bleu1": f1}
+    else:
+        f1 = graders.token_f1(verdict.answer, task.answer)
+        values = {"token_f1": f1, "bleu1": graders.bleu1(verdict.answer, task.answer)}
     if config.correctness == "answer_llm":
         if verdict.correct is None:
             raise ConfigError("The answer_llm grader needs a labelled verdict; the judge LLM was not asked.")

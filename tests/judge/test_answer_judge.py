@@ -193,3 +193,23 @@ def test_training_selects_the_llm_judge_as_correctness_through_env_overrides(emb
     result = judge.score(build_trajectory(entries=[ALICE], answer="Nova"))
     assert result.components["correctness"] == 0.0  # the judge's label, although token F1 is 1.0
     assert result.components["token_f1"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "category", "gold", "expected"),
+    [
+        ("Not mentioned.", "abstention", EXPLANATION, 1.0),  # right, though it shares no word with the explanation
+        ("The memories don't say.", "abstention", EXPLANATION, 1.0),
+        ("a cat", "abstention", EXPLANATION, 0.0),
+        ("You never mentioned a pet", "abstention", EXPLANATION, 0.0),  # copying the explanation earns nothing
+        ("Not mentioned.", "single-hop", "Nova", 0.0),  # abstaining on an answerable question is plain token F1
+        ("Nova.", "single-hop", "Nova", 1.0),
+    ],
+)
+def test_the_token_f1_grader_scores_abstention_questions_by_whether_the_answer_abstains(
+    embedder, answer, category, gold, expected
+):
+    judge = TrajectoryJudge(JudgeConfig(correctness="token_f1"), embedder=embedder, llm=ScriptedChat(answer, []))
+    trajectory = with_category(build_trajectory(entries=[ALICE], answer=gold), category)
+    [result] = asyncio.run(judge.score_many([trajectory]))
+    assert result.components["correctness"] == result.components["token_f1"] == expected
