@@ -80,6 +80,8 @@ def resolve_env_spec(name: str, overrides: Sequence[str] = ()) -> EnvSpec:
 def graph_cache_path(spec: EnvSpec) -> Path:
     """Default store file of an env: `memora_home()/graphs/<name>-<hash>.sqlite` (hash of data + builder)."""
     builder = f"{spec.builder}|{'|'.join(spec.builder_overrides)}|{','.join(spec.conversations or [])}"
+    if spec.max_sessions is not None:
+        builder += f"|sessions={spec.max_sessions}"
     digest = hashlib.sha256(f"{data_fingerprint(spec.data)}|{builder}".encode()).hexdigest()[:12]
     folder = memora_home() / "graphs"
     folder.mkdir(parents=True, exist_ok=True)
@@ -87,24 +89,34 @@ def graph_cache_path(spec: EnvSpec) -> Path:
 
 
 def select_conversations(spec: EnvSpec, corpus: Corpus) -> Corpus:
-    """The corpus restricted to `spec.conversations` (unchanged when None).
+    """The corpus restricted to `spec.conversations` and `spec.max_sessions` (unchanged when both are None).
 
     Raises:
         ConfigError: a listed conversation id is not in the data (the message lists valid ids).
     """
-    if spec.conversations is None:
+    if spec.conversations is not None:
+        known = [conversation.id for conversation in corpus.conversations]
+        unknown = sorted(set(spec.conversations) - set(known))
+        if unknown:
+            raise ConfigError(
+                f"Env {spec.name!r}: conversations {unknown} not in the data. Valid ids: {', '.join(known)}."
+            )
+        keep = set(spec.conversations)
+        corpus = corpus.model_copy(
+            update={
+                "conversations": [c for c in corpus.conversations if c.id in keep],
+                "tasks": [t for t in corpus.tasks if t.conversation_id in keep],
+            }
+        )
+    if spec.max_sessions is None:
         return corpus
-    known = [conversation.id for conversation in corpus.conversations]
-    unknown = sorted(set(spec.conversations) - set(known))
-    if unknown:
-        raise ConfigError(f"Env {spec.name!r}: conversations {unknown} not in the data. Valid ids: {', '.join(known)}.")
-    keep = set(spec.conversations)
-    return corpus.model_copy(
-        update={
-            "conversations": [c for c in corpus.conversations if c.id in keep],
-            "tasks": [t for t in corpus.tasks if t.conversation_id in keep],
-        }
+    cut = [c.model_copy(update={"sessions": c.sessions[: spec.max_sessions]}) for c in corpus.conversations]
+    kept_turns = {turn.id for c in cut for session in c.sessions for turn in session.turns}
+    tasks = [t for t in corpus.tasks if all(turn_id in kept_turns for turn_id in t.evidence)]
+    logger.info(
+        "Env %s: first %d sessions, %d of %d tasks", spec.name, spec.max_sessions, len(tasks), len(corpus.tasks)
     )
+    return corpus.model_copy(update={"conversations": cut, "tasks": tasks})
 
 
 def build_graphs(spec: EnvSpec, corpus: Corpus, store: GraphStore) -> None:

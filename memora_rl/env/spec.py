@@ -88,5 +88,8 @@ class EnvSpec(StrictModel):
     """Search and frontier settings of the graph store (e.g. relaxed anchors); they do not change the build."""
     conversations: list[str] | None = None
     """Conversation ids to keep (graphs built and tasks drawn only for these); None keeps all."""
+    max_sessions: int | None = Field(None, ge=1)
+    """Keep only the first N sessions of each conversation, and the tasks whose evidence lies in them all
+    (an LLM-built graph of part of a long conversation on a CPU); None keeps every session."""
     include_excluded: bool = False
     """Keep tasks the published evaluations skip (LoCoMo adversarial)."""

@@ -113,6 +113,23 @@ def test_select_conversations(monkeypatch: pytest.MonkeyPatch) -> None:
         select_conversations(resolve_env_spec("synthetic", ["conversations=[nope]"]), corpus)
 
 
+def test_max_sessions_keeps_the_first_sessions_and_the_tasks_they_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from memora_rl.data.synthetic import generate_corpus
+
+    corpus: Corpus = generate_corpus(conversations=2, sessions_per_conversation=3, turns_per_session=4)
+    spec = resolve_env_spec("synthetic", ["max_sessions=1"])
+    cut = select_conversations(spec, corpus)
+    assert [len(c.sessions) for c in cut.conversations] == [1, 1]
+    first_sessions = {turn.id for c in corpus.conversations for turn in c.sessions[0].turns}
+    answerable = [t for t in corpus.tasks if set(t.evidence) <= first_sessions]
+    assert 0 < len(cut.tasks) == len(answerable) < len(corpus.tasks)
+    assert all(set(t.evidence) <= first_sessions for t in cut.tasks)
+    monkeypatch.setenv("MEMORA_RL_HOME", str(tmp_path))
+    assert graph_cache_path(spec) != graph_cache_path(resolve_env_spec("synthetic"))  # another graph
+
+
 def test_split_shares_must_sum_to_one() -> None:
     with pytest.raises(ConfigError, match="sum to 1"):
         SplitSpec(train=0.5, validation=0.1, test=0.1)
