@@ -1,8 +1,9 @@
 """`BatchedLLMBuilder`: the resumable batch-by-batch `build` both LLM builders run, and its report.
 
-A batch is done exactly when its turns are covered by stored episodes, so a killed build
-re-run skips the batches it finished, and within a batch skips the candidates whose upsert
-receipt is stored (written with the upsert, so a candidate merged into another value counts too).
+A turn is done exactly when it is covered by a stored episode, so a killed build re-run
+skips the batches it finished, and within a batch skips the candidates whose upsert receipt
+is stored (written with the upsert, so a candidate merged into another value counts too).
+Batches are static by default; a builder may cut them while writing (`_write_batches`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -135,7 +136,8 @@ class BatchedLLMBuilder:
     """Base of the LLM builders: a resumable `build` that writes a conversation batch by batch.
 
     A batch is done exactly when its turns are covered by stored episodes, so a re-run skips
-    it; subclasses cut the conversation (`_batches`) and write one batch (`_write_batch`).
+    it; subclasses cut the conversation (`_batches`) and write one batch (`_write_batch`), or
+    override `_write_batches` to cut batches while writing (Memora carries open segments).
     """
 
     client: LLMClient
@@ -170,13 +172,17 @@ class BatchedLLMBuilder:
             receipts = store.receipts(graph_id)
             with PhaseProgress(self.config.show_progress) as bars:  # type: ignore[attr-defined]
                 done_turns = 0
-                for batch in all_batches:
-                    if not all(turn.id in covered for turn in batch):
-                        self._write_batch(batch, BatchSink(graph_id, store, done, report, bars, receipts))
-                    done_turns += len(batch)
-                    bars.advance(f"conversation {conversation.id}", len(batch), total=report.turns)
+
+                def advance(turns: int) -> None:
+                    """Count `turns` more turns as done (written or skipped) on the bar and the callback."""
+                    nonlocal done_turns
+                    done_turns += turns
+                    bars.advance(f"conversation {conversation.id}", turns, total=report.turns)
                     if progress is not None:
                         progress(done_turns, report.turns)
+
+                sink = BatchSink(graph_id, store, done, report, bars, receipts)
+                self._write_batches(all_batches, covered, sink, advance)
         self._count_llm_usage(report, usage_before, fallbacks_before)
         report.seconds = time.perf_counter() - started
         return report
@@ -193,6 +199,15 @@ class BatchedLLMBuilder:
     def _batches(self, conversation: Conversation) -> list[list[Turn]]:
         """The conversation cut into the batches written one at a time, in order."""
         raise NotImplementedError
+
+    def _write_batches(
+        self, batches: list[list[Turn]], covered: set[str], sink: BatchSink, advance: Callable[[int], None]
+    ) -> None:
+        """Write, in order, every batch not yet covered by stored episodes; `advance(turns)` after each."""
+        for batch in batches:
+            if not all(turn.id in covered for turn in batch):
+                self._write_batch(batch, sink)
+            advance(len(batch))
 
     def _write_batch(self, batch: list[Turn], sink: BatchSink) -> None:
         """Write one batch through `sink`: its entries (create-or-update), then its episodes."""

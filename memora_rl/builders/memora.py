@@ -1,30 +1,40 @@
 """The Memora builder: segment -> episode -> abstraction/value pairs -> create-or-update -> cue anchors.
 
-For each batch of at most `batch_messages` consecutive turns of a session:
+Each session is cut into batches of at most `batch_messages` consecutive turns, a batch
+starting at the session's first turn not yet covered by a stored episode. For each batch:
 
-1. **Segment** (`memora/segment`): the LLM groups the numbered messages into episodes;
-   `segmentation.clean_groups` repairs the indices (out of range, duplicates, uncovered
-   messages join a neighbour) and `contiguous_groups` makes them consecutive runs. An
-   answer unusable after the client's repair retry makes the batch one episode.
-2. **Episode** text is the raw segment, or (`episode_text="narrative"`, `memora/narrative`)
+1. **Segment** into consecutive runs of turns. `segmentation="llm"` (`memora/segment`):
+   the LLM groups the numbered messages into episodes; `segmentation.clean_groups`
+   repairs the indices (out of range, duplicates, uncovered messages join a neighbour)
+   and `contiguous_groups` makes them consecutive runs. An answer unusable after the
+   client's repair retry makes the batch one episode. `"structure"` (no LLM call):
+   `segmentation.structure_segments` opens a segment at each message starting with a
+   markdown header (the header is its topic) and keeps a fenced code block in one
+   segment. `"auto"` (default) uses structure when the batch has at least 2 header messages.
+2. **Carry** (`carry_open_segment`, default on): when the session goes on after the batch
+   and there are several segments, the last one (it reaches the batch end, so its topic
+   may continue) is not written: its turns start the next batch, so an episode may span
+   a batch boundary. A session's last batch writes every segment; sessions never merge.
+3. **Episode** text is the raw segment, or (`episode_text="narrative"`, `memora/narrative`)
    an LLM narrative with relative dates resolved from the session date.
-3. **Extract** (`memora/extract`): abstraction/value pairs, each with 1-3 cue anchors
+4. **Extract** (`memora/extract`): abstraction/value pairs, each with 1-3 cue anchors
    "<entity> + <aspect>" and the message numbers it came from (mapped back to turn ids;
    all the episode's turns when the numbers are unusable).
-4. **Create-or-update** through `store.upsert_entry` (gamma and top-k from the store's
+5. **Create-or-update** through `store.upsert_entry` (gamma and top-k from the store's
    config, 0.80 / 5 by default) with `LLMDecider` (`memora/decide`): merge into one of
    the similar entries (the old value goes to history; the abstraction may be refined;
    the cue anchors are re-derived from the merged value) or create. The store
    existence-checks anchors and prunes the ones a merge leaves without entries.
-5. The batch's episodes are written last, so a batch is done exactly when its turns are
-   covered by stored episodes: a re-run skips done batches, skips entries already stored,
+6. The batch's episodes are written last, so a turn is done exactly when it is covered
+   by a stored episode: a re-run starts each session at its first uncovered turn (the
+   same batch an uninterrupted build would have cut), skips entries already stored,
    and gets every earlier LLM answer from the client's response cache.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import Field
@@ -43,9 +53,15 @@ from memora_rl.builders.memora_prompts import (
     narrative_messages,
     segment_messages,
 )
-from memora_rl.builders.segmentation import clean_groups, clean_message_refs, contiguous_groups
+from memora_rl.builders.segmentation import (
+    clean_groups,
+    clean_message_refs,
+    contiguous_groups,
+    header_turns,
+    structure_segments,
+)
 from memora_rl.builders.structured import StructuredAsker
-from memora_rl.builders.text import format_day, normalise_anchor, render_messages, session_batches
+from memora_rl.builders.text import format_day, normalise_anchor, render_messages
 from memora_rl.data.records import Conversation, Turn
 from memora_rl.llm.client import LLMClient
 from memora_rl.memory.records import EntryCandidate, Episode, MemoryEntry
@@ -59,6 +75,13 @@ class MemoraConfig(LLMBuilderConfig):
 
     batch_messages: int = Field(default=20, ge=1, le=60)
     """Consecutive turns of one session segmented per LLM call."""
+    carry_open_segment: bool = True
+    """Carry a batch's last segment into the next batch of the session instead of writing it:
+    a topic still going at the batch end is not cut at a fixed 20-turn boundary (the paper segments the stream)."""
+    segmentation: Literal["llm", "structure", "auto"] = "auto"
+    """How a batch is segmented: "llm" (one call), "structure" (markdown headers open segments, fenced code
+    stays in one; no call: documents, logs and code are segmented by their structure) or "auto" (structure
+    when the batch has at least 2 header messages, else the LLM)."""
     episode_text: Literal["raw", "narrative"] = "raw"
     """Episodic memory: "raw" (the segment's messages, no LLM call) or "narrative" (one LLM call per episode)."""
     max_message_chars: int = Field(default=300, ge=20)
@@ -149,13 +172,40 @@ class MemoraBuilder(BatchedLLMBuilder):
         self.decider = LLMDecider(self.asker, self.config.decide_max_tokens)
 
     def _batches(self, conversation: Conversation) -> list[list[Turn]]:
-        """Each session cut into batches of at most `batch_messages` turns."""
-        return session_batches(conversation, self.config.batch_messages)
+        """Each session's turns; `_write_batches` cuts them into batches while writing."""
+        return [list(session.turns) for session in conversation.sessions if session.turns]
+
+    def _write_batches(
+        self, sessions: list[list[Turn]], covered: set[str], sink: BatchSink, advance: Callable[[int], None]
+    ) -> None:
+        """Write each session in batches of at most `batch_messages` turns, each starting at its first unwritten turn.
+
+        Cut from the uncovered turns, a batch starts with the turns the previous one carried,
+        and a killed build re-run resumes with the batch the uninterrupted build would have cut.
+        """
+        for session in sessions:
+            pending = [turn for turn in session if turn.id not in covered]
+            advance(len(session) - len(pending))
+            while pending:
+                batch = pending[: self.config.batch_messages]
+                written = self._write_segments(batch, sink, session_goes_on=len(pending) > len(batch))
+                pending = pending[written:]
+                advance(written)
 
     def _write_batch(self, batch: list[Turn], sink: BatchSink) -> None:
-        """Segment one batch, write its entries through create-or-update, then its episodes."""
+        """Segment one batch and write all of it: its entries through create-or-update, then its episodes."""
+        self._write_segments(batch, sink, session_goes_on=False)
+
+    def _write_segments(self, batch: list[Turn], sink: BatchSink, session_goes_on: bool) -> int:
+        """Segment one batch, write its entries then its episodes; returns how many leading turns were written.
+
+        With `carry_open_segment`, when the session goes on and there are several segments, the
+        last one (it reaches the batch end) is left unwritten: the next batch starts with its turns.
+        """
         segments = self._segment(batch, sink.report)
         sink.bars.advance("memora/segment")
+        if self.config.carry_open_segment and session_goes_on and len(segments) > 1:
+            segments = segments[:-1]
         day = format_day(batch[0].time)
         episodes = [
             episode_from_turns(sink.graph_id, f"ep-{batch[0].id}-{number}", turns, raw_text(turns), topic)
@@ -183,9 +233,18 @@ class MemoraBuilder(BatchedLLMBuilder):
             for candidate in candidates:
                 sink.upsert(candidate, self.decider, "memora/upsert")
         sink.add_episodes(episodes)
+        return sum(len(turns) for turns in segments_turns)
 
     def _segment(self, batch: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
-        """The batch's episodes as (consecutive run of turns, topic); one run when the answer is unusable."""
+        """The batch's segments as (consecutive run of turns, topic), by structure or by the LLM (`segmentation`)."""
+        texts = [turn.text for turn in batch]
+        mode = self.config.segmentation
+        if mode == "structure" or (mode == "auto" and len(header_turns(texts)) >= 2):
+            return [([batch[index] for index in run], topic) for run, topic in structure_segments(texts)]
+        return self._segment_llm(batch, report)
+
+    def _segment_llm(self, batch: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
+        """The LLM's segments as (consecutive run of turns, topic); one run when the answer is unusable."""
         rendered = render_messages(batch, self.config.max_message_chars)
         messages = segment_messages(rendered, len(batch), format_day(batch[0].time))
         answer = self.asker.ask_sync(

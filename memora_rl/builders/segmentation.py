@@ -7,10 +7,12 @@ occurrence wins), empty groups vanish, and every message nobody claimed joins th
 episode of its nearest earlier neighbour (or of the next one when it comes first), so
 no message is ever lost. `contiguous_groups` additionally turns a partition into
 consecutive runs for Memora, whose episodes are segments of the session.
+`structure_segments` segments formatted input (markdown headers, fenced code) without an LLM.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pydantic import BaseModel
@@ -125,3 +127,44 @@ def clean_message_refs(numbers: Sequence[int], count: int, base: int = 1) -> lis
         if 0 <= index < count and index not in kept:
             kept.append(index)
     return kept
+
+
+HEADER = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+"""A markdown ATX header line ("## Usage"); "#tag" without a space is not one."""
+FENCE = re.compile(r"^ {0,3}```")
+"""A line opening or closing a fenced code block."""
+
+
+def header_turns(texts: Sequence[str]) -> dict[int, str]:
+    """Index -> header text of the messages whose first line is a markdown header outside a code fence.
+
+    A fence opened in one message and closed in a later one spans them, so a "# comment"
+    line of code inside it is not a header.
+
+    >>> header_turns(["# Setup", "```", "# a comment", "```", "## Usage ##", "#tag"])
+    {0: 'Setup', 4: 'Usage'}
+    """
+    headers: dict[int, str] = {}
+    in_fence = False
+    for index, text in enumerate(texts):
+        lines = text.strip("\n").splitlines()
+        if not in_fence and lines and (match := HEADER.match(lines[0])) and match.group(2).strip():
+            headers[index] = match.group(2).strip()
+        for line in lines:
+            if FENCE.match(line):
+                in_fence = not in_fence
+    return headers
+
+
+def structure_segments(texts: Sequence[str]) -> list[tuple[list[int], str]]:
+    """Consecutive runs of messages, one per markdown header (its text is the topic); no LLM.
+
+    Each header message outside a code fence opens a segment, so a fenced code block stays
+    within one; messages before the first header form a segment with an empty topic.
+
+    >>> structure_segments(["intro", "# Setup", "```", "# pip", "```", "## Usage", "run it"])
+    [([0], ''), ([1, 2, 3, 4], 'Setup'), ([5, 6], 'Usage')]
+    """
+    headers = header_turns(texts)
+    runs = contiguous_groups([[index] for index in headers], len(texts))
+    return [(run, headers.get(run[0], "")) for run in runs]

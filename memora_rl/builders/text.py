@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from memora_rl.data.records import Conversation, Turn
+from memora_rl.data.records import Turn
 
 
 def format_day(moment: datetime | None) -> str:
@@ -38,11 +38,6 @@ def batches(turns: Sequence[Turn], size: int) -> list[list[Turn]]:
     [2, 2, 1]
     """
     return [list(turns[start : start + size]) for start in range(0, len(turns), size)]
-
-
-def session_batches(conversation: Conversation, size: int) -> list[list[Turn]]:
-    """Each session cut into consecutive batches of at most `size` turns, in session order."""
-    return [batch for session in conversation.sessions for batch in batches(session.turns, size)]
 
 
 def normalise_anchor(text: str, entity: str) -> str | None:
