@@ -21,7 +21,9 @@ class FrontierNode(BaseModel):
 
     id: str
     anchor: str
-    """The cue anchor linking it to the working set."""
+    """What links it to the working set: the cue anchor's text, or the episode's or similar entry's label."""
+    via: str = "anchor"
+    """The link kind (`env.frontier_links`): anchor, episode or similar."""
 
 
 class WalkStep(BaseModel):
@@ -54,7 +56,10 @@ def walk_state(step: int, observation: str, info: Mapping[str, Any]) -> WalkStep
         step=step,
         observation=observation,
         working_set_ids=list(info["working_set_ids"]),
-        frontier=[FrontierNode(id=item["id"], anchor=item["anchor"]) for item in info["frontier"]],
+        frontier=[
+            FrontierNode(id=item["id"], anchor=item["anchor"], via=item.get("via", "anchor"))
+            for item in info["frontier"]
+        ],
         budget_left=float(info["budget_left"]),
     )
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from memora_rl.core.render import count_tokens
+from memora_rl.core.walk import FrontierNode, WalkLog
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.registry import resolve_env_spec
@@ -59,6 +60,10 @@ def test_episode_link_is_labelled_in_observation_and_info(episodic_store, embedd
     observation, info = env.reset(options={"task": TASK})
     assert info["frontier"] == [{"id": "e1", "anchor": "Alma's first day at Bluefin", "via": "episode"}]
     assert "[e1] via episode \"Alma's first day at Bluefin\": Alma's desk view" in observation.splitlines()
+    log = WalkLog()
+    log.seen(observation, info)
+    log.ended(observation, info)
+    assert log.walk()[0].frontier == [FrontierNode(id="e1", anchor="Alma's first day at Bluefin", via="episode")]
 
 
 def test_episodic_factual_mode_reads_the_episode_once(episodic_store, embedder):

@@ -22,11 +22,11 @@ function drawGraph(state, labels) {
   const top = state.working_set_ids.map((id, i) => ({ id, x: place(state.working_set_ids.length, i), y: 50 }));
   const bottom = state.frontier.map((item, i) => ({ ...item, x: place(state.frontier.length, i), y: 200 }));
   svg.append(svgNode("text", { x: 8, y: 16 }, "working set"));
-  svg.append(svgNode("text", { x: 8, y: 166 }, "frontier (shares a cue anchor with the working set)"));
+  svg.append(svgNode("text", { x: 8, y: 166 }, "frontier (linked to the working set)"));
   if (top.length && bottom.length) {
     svg.append(svgNode("line", { x1: 8, y1: 125, x2: width - 8, y2: 125, stroke: "#ccc", "stroke-dasharray": "4 4" }));
   }
-  for (const node of bottom) svg.append(svgNode("text", { x: node.x - 30, y: node.y - 16 }, `via ${node.anchor}`));
+  for (const node of bottom) svg.append(svgNode("text", { x: node.x - 30, y: node.y - 16 }, `via ${node.via && node.via !== "anchor" ? `${node.via} ` : ""}${node.anchor}`));
   for (const node of top) {
     svg.append(svgNode("circle", { cx: node.x, cy: node.y, r: 12, class: "working", "data-id": node.id }));
     svg.append(svgNode("text", { x: node.x - 12, y: node.y - 18 }, node.id));
