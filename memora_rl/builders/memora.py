@@ -11,12 +11,16 @@ starting at the session's first turn not yet covered by a stored episode. For ea
    `segmentation.structure_segments` opens a segment at each message starting with a
    markdown header (the header is its topic) and keeps a fenced code block in one
    segment. `"auto"` (default) uses structure when the batch has at least 2 header messages.
+   `segment_output="text"` (the variant without offset prediction, to measure against) asks
+   for each episode's content written out beside its numbers; the turns still come from the numbers.
 2. **Carry** (`carry_open_segment`, default on): when the session goes on after the batch
    and there are several segments, the last one (it reaches the batch end, so its topic
    may continue) is not written: its turns start the next batch, so an episode may span
    a batch boundary. A session's last batch writes every segment; sessions never merge.
-3. **Episode** text is the raw segment, or (`episode_text="narrative"`, `memora/narrative`)
-   an LLM narrative with relative dates resolved from the session date.
+3. **Episode** text is the raw segment taken from the source by offset, the segmenter's
+   text (`segment_output="text"`; the raw segment when it holds no word), or
+   (`episode_text="narrative"`, `memora/narrative`, replacing either) an LLM narrative
+   with relative dates resolved from the session date.
 4. **Extract** (`memora/extract`): abstraction/value pairs, each with 1-3 cue anchors
    "<entity> + <aspect>" and the message numbers it came from (mapped back to turn ids;
    all the episode's turns when the numbers are unusable).
@@ -34,8 +38,9 @@ starting at the session's first turn not yet covered by a stored episode. For ea
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field
 
@@ -48,6 +53,8 @@ from memora_rl.builders.memora_prompts import (
     MemoryItem,
     NarrativeAnswer,
     SegmentAnswer,
+    SegmentTextAnswer,
+    SegmentTextGroup,
     decide_messages,
     extract_messages,
     narrative_messages,
@@ -69,6 +76,29 @@ from memora_rl.memory.store import MergeDecision
 
 logger = logging.getLogger(__name__)
 
+WORD = re.compile(r"[^\W\d_]{2}")
+"""Two letters in a row: a segment text without them is unusable."""
+
+
+class Segment(NamedTuple):
+    """One segment of a batch: a consecutive run of turns, its topic, and the segmenter's text if it wrote one."""
+
+    turns: list[Turn]
+    topic: str
+    text: str | None = None
+
+
+def usable_text(text: str) -> str | None:
+    """The segmenter's episode text, stripped; None when it holds no word (the raw segment is used instead).
+
+    >>> usable_text("  Alice told Bob she starts at Nova. ")
+    'Alice told Bob she starts at Nova.'
+    >>> usable_text(" 1, 2 ... ") is None
+    True
+    """
+    stripped = text.strip()
+    return stripped if WORD.search(stripped) else None
+
 
 class MemoraConfig(LLMBuilderConfig):
     """Every default of the Memora builder (YAML: configs/builders/memora.yaml)."""
@@ -82,12 +112,17 @@ class MemoraConfig(LLMBuilderConfig):
     """How a batch is segmented: "llm" (one call), "structure" (markdown headers open segments, fenced code
     stays in one; no call: documents, logs and code are segmented by their structure) or "auto" (structure
     when the batch has at least 2 header messages, else the LLM)."""
+    segment_output: Literal["offsets", "text"] = "offsets"
+    """What the segmenter returns: "offsets" (message numbers; the episode text is the raw source) or "text"
+    (numbers and each episode written out, as a segmenter without offset prediction: the slower baseline)."""
     episode_text: Literal["raw", "narrative"] = "raw"
     """Episodic memory: "raw" (the segment's messages, no LLM call) or "narrative" (one LLM call per episode)."""
     max_message_chars: int = Field(default=300, ge=20)
     """Longer messages are cut to this many characters in prompts (keeps a batch inside the context)."""
     segment_max_tokens: int = Field(default=200, ge=16)
     """Completion token limit of a segmentation answer."""
+    segment_text_max_tokens: int = Field(default=2000, ge=16)
+    """Completion token limit of a segmentation answer with text (`segment_output="text"`; 20-message batches)."""
     narrative_max_tokens: int = Field(default=160, ge=16)
     """Completion token limit of a narrative answer."""
     extract_max_tokens: int = Field(default=320, ge=16)
@@ -208,10 +243,10 @@ class MemoraBuilder(BatchedLLMBuilder):
             segments = segments[:-1]
         day = format_day(batch[0].time)
         episodes = [
-            episode_from_turns(sink.graph_id, f"ep-{batch[0].id}-{number}", turns, raw_text(turns), topic)
-            for number, (turns, topic) in enumerate(segments, start=1)
+            episode_from_turns(sink.graph_id, f"ep-{batch[0].id}-{number}", turns, text or raw_text(turns), topic)
+            for number, (turns, topic, text) in enumerate(segments, start=1)
         ]
-        segments_turns = [turns for turns, _ in segments]
+        segments_turns = [segment.turns for segment in segments]
         if self.config.episode_text == "narrative":
             episodes = self._narrate(episodes, segments_turns, day)
             sink.bars.advance("memora/narrative", len(episodes))
@@ -235,31 +270,37 @@ class MemoraBuilder(BatchedLLMBuilder):
         sink.add_episodes(episodes)
         return sum(len(turns) for turns in segments_turns)
 
-    def _segment(self, batch: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
-        """The batch's segments as (consecutive run of turns, topic), by structure or by the LLM (`segmentation`)."""
+    def _segment(self, batch: list[Turn], report: LLMBuildReport) -> list[Segment]:
+        """The batch's segments, by structure (no text) or by the LLM (`segmentation`)."""
         texts = [turn.text for turn in batch]
         mode = self.config.segmentation
         if mode == "structure" or (mode == "auto" and len(header_turns(texts)) >= 2):
-            return [([batch[index] for index in run], topic) for run, topic in structure_segments(texts)]
+            return [Segment([batch[index] for index in run], topic) for run, topic in structure_segments(texts)]
         return self._segment_llm(batch, report)
 
-    def _segment_llm(self, batch: list[Turn], report: LLMBuildReport) -> list[tuple[list[Turn], str]]:
-        """The LLM's segments as (consecutive run of turns, topic); one run when the answer is unusable."""
+    def _segment_llm(self, batch: list[Turn], report: LLMBuildReport) -> list[Segment]:
+        """The LLM's segments; one run when the answer is unusable.
+
+        Turns come from the message numbers in both `segment_output` modes; a run's topic and
+        text (text mode) are those of the group its first message belongs to.
+        """
         rendered = render_messages(batch, self.config.max_message_chars)
-        messages = segment_messages(rendered, len(batch), format_day(batch[0].time))
-        answer = self.asker.ask_sync(
-            messages, SegmentAnswer, phase="memora/segment", max_tokens=self.config.segment_max_tokens
-        )
+        with_text = self.config.segment_output == "text"
+        messages = segment_messages(rendered, len(batch), format_day(batch[0].time), self.config.segment_output)
+        schema = SegmentTextAnswer if with_text else SegmentAnswer
+        max_tokens = self.config.segment_text_max_tokens if with_text else self.config.segment_max_tokens
+        answer = self.asker.ask_sync(messages, schema, phase="memora/segment", max_tokens=max_tokens)
         groups = answer.episodes if answer is not None else []
         outcome = clean_groups([group.messages for group in groups], len(batch))
         report.index_repairs += int(outcome.repaired and answer is not None)
-        topics: dict[int, str] = {}
+        labels: dict[int, tuple[str, str | None]] = {}
         for group in groups:
             refs = clean_message_refs(group.messages, len(batch))
             if refs:
-                topics.setdefault(min(refs), group.topic.strip())
+                text = usable_text(group.text) if isinstance(group, SegmentTextGroup) else None
+                labels.setdefault(min(refs), (group.topic.strip(), text))
         runs = contiguous_groups(outcome.groups, len(batch))
-        return [([batch[index] for index in run], topics.get(run[0], "")) for run in runs]
+        return [Segment([batch[index] for index in run], *labels.get(run[0], ("", None))) for run in runs]
 
     def _narrate(self, episodes: list[Episode], segments: list[list[Turn]], day: str) -> list[Episode]:
         """Episodes whose text is the LLM narrative (raw text kept when the answer is unusable)."""

@@ -19,6 +19,15 @@ SEGMENT_SYSTEM = (
     'Answer JSON: {{"episodes": [{{"messages": [message numbers], "topic": "a few words"}}]}}. '
     "Every message number from 1 to {count} must appear in exactly one episode."
 )
+SEGMENT_TEXT_SYSTEM = (
+    "You split a chat into episodes. An episode is a run of consecutive messages about one topic or event. "
+    "For each episode give its message numbers, a topic and its content written out as text: who said what, "
+    'message by message (e.g. "Alice told Bob she starts at Nova on Monday. Bob congratulated her."). '
+    'Answer JSON: {{"episodes": [{{"messages": [message numbers], "topic": "a few words", '
+    '"text": "the episode written out"}}]}}. '
+    "Every message number from 1 to {count} must appear in exactly one episode."
+)
+"""The segmenter without offset prediction: it also writes each episode's content out (more completion tokens)."""
 SEGMENT_USER = "Chat on {day}:\n{messages}"
 
 NARRATIVE_SYSTEM = (
@@ -62,6 +71,19 @@ class SegmentAnswer(BaseModel):
     episodes: list[SegmentGroup] = Field(min_length=1, max_length=10)
 
 
+class SegmentTextGroup(SegmentGroup):
+    """One episode of the text-returning segmenter: its message numbers, topic and content written out."""
+
+    text: str = Field(max_length=800)
+    """About 200 tokens: 10 episodes stay within `MemoraConfig.segment_text_max_tokens` (2,000)."""
+
+
+class SegmentTextAnswer(BaseModel):
+    """Episodes of a batch with their text (`segment_output="text"`); the numbers still give the turns."""
+
+    episodes: list[SegmentTextGroup] = Field(min_length=1, max_length=10)
+
+
 class NarrativeAnswer(BaseModel):
     """An episode's title and narrative (relative dates resolved)."""
 
@@ -96,10 +118,13 @@ class DecideAnswer(BaseModel):
     """Cue anchors "<entity> + <aspect>" re-derived from the merged value (they replace the entry's); [] for "new"."""
 
 
-def segment_messages(rendered: str, count: int, day: str) -> list[Message]:
-    """The segmentation request for a batch of `count` numbered messages."""
+def segment_messages(
+    rendered: str, count: int, day: str, output: Literal["offsets", "text"] = "offsets"
+) -> list[Message]:
+    """The segmentation request for a batch of `count` numbered messages: numbers only, or numbers and text."""
+    system = SEGMENT_TEXT_SYSTEM if output == "text" else SEGMENT_SYSTEM
     return [
-        {"role": "system", "content": SEGMENT_SYSTEM.format(count=count)},
+        {"role": "system", "content": system.format(count=count)},
         {"role": "user", "content": SEGMENT_USER.format(day=day, messages=rendered)},
     ]
 
