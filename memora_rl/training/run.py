@@ -157,7 +157,9 @@ def with_warm_start(config: TrainConfig, device: str) -> TrainConfig:
     """
     from memora_rl.training.warmstart import warm_start
 
-    config = config.model_copy(update={"model": str(warm_start(config, device).resolve())})
+    merged = str(warm_start(config, device).resolve())
+    server = config.server.model_copy(update={"model": merged})  # the server serves the policy's base: saved so
+    config = config.model_copy(update={"model": merged, "server": server})  # the dumped config validates on load
     dump_config(config, config.output_dir / "config.yaml")
     return config
 

@@ -115,7 +115,7 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
 
 def test_a_warm_started_run_names_the_merged_model_where_export_reads_it(tmp_path) -> None:
     """The run's config.yaml (copied into checkpoints, read by export) names the warm start, not the base."""
-    from memora_rl.config import read_yaml
+    from memora_rl.config import load_config, read_yaml
     from memora_rl.training.config import TrainConfig
     from memora_rl.training.run import with_warm_start
     from memora_rl.training.warmstart import DONE_FILE
@@ -127,3 +127,5 @@ def test_a_warm_started_run_names_the_merged_model_where_export_reads_it(tmp_pat
     updated = with_warm_start(config, "cpu")
     assert updated.model == str(model_dir.resolve()) and config.model == "smollm2-135m-instruct"
     assert read_yaml(tmp_path / "warm" / "config.yaml")["model"] == str(model_dir.resolve())
+    reloaded = load_config(TrainConfig, tmp_path / "warm" / "config.yaml")  # what export and learning.py read
+    assert reloaded.model == reloaded.server.model == str(model_dir.resolve())
