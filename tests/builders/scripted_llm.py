@@ -96,6 +96,10 @@ def covered(store: GraphStore, graph_id: str) -> list[str]:
     return [turn for episode in store.episodes(graph_id) for turn in episode.source_turn_ids]
 
 
+SMALL_TURN = re.compile(r"^Session (\d+) message (\d+):")
+"""The opening of a `small_conversation` turn's text: its session and turn numbers."""
+
+
 def small_conversation(sessions: int = 2, turns_per_session: int = 4, conversation_id: str = "c1") -> Conversation:
     """A hand-made conversation with distinct, dated turns ("D<session>:<turn>" ids)."""
     built = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import httpx
@@ -15,6 +14,7 @@ from memora_rl.errors import LLMError
 from memora_rl.memory import open_store
 from memora_rl.memory.store import GraphStore
 from tests.builders.scripted_llm import (
+    SMALL_TURN,
     ScriptedEndpoint,
     as_answer,
     conversation_of,
@@ -24,8 +24,6 @@ from tests.builders.scripted_llm import (
     scripted_client,
     small_conversation,
 )
-
-TURN = re.compile(r"^Session (\d+) message (\d+):")
 
 
 def segmenter(starts: set[str]):
@@ -40,7 +38,7 @@ def segmenter(starts: set[str]):
             return default_answer(schema, messages)
         groups: list[list[int]] = []
         for number, _, text in numbered_lines(messages):
-            session, turn = TURN.match(text).groups()
+            session, turn = SMALL_TURN.match(text).groups()
             if not groups or f"D{session}:{turn}" in starts:
                 groups.append([])
             groups[-1].append(number)
@@ -137,7 +135,7 @@ def test_carry_never_crosses_a_session(tmp_path: Path) -> None:
 
     def recording(schema: str, messages: list[dict[str, str]]) -> str:
         if schema == "SegmentAnswer":
-            prompts.append({TURN.match(text).group(1) for _, _, text in numbered_lines(messages)})
+            prompts.append({SMALL_TURN.match(text).group(1) for _, _, text in numbered_lines(messages)})
         return responder(schema, messages)
 
     _, store = build(tmp_path, ScriptedEndpoint(recording), conversation, batch_messages=8)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from memora_rl.data.records import Conversation
 from memora_rl.memory import open_store
 from memora_rl.memory.store import GraphStore
 from tests.builders.scripted_llm import (
+    SMALL_TURN,
     ScriptedEndpoint,
     as_answer,
     covered,
@@ -24,14 +24,13 @@ from tests.builders.scripted_llm import (
     small_conversation,
 )
 
-TURN = re.compile(r"^Session (\d+) message (\d+):")
 Lines = list[tuple[int, str, str]]
 """(number, speaker, text) of the messages of one episode, as the scripted segmenter sees them."""
 
 
 def said(lines: Lines) -> str:
     """A deterministic "written out" episode: who said which message."""
-    return " ".join(f"{speaker} said {TURN.match(text).group(0)[:-1]}." for _, speaker, text in lines)
+    return " ".join(f"{speaker} said {SMALL_TURN.match(text).group(0)[:-1]}." for _, speaker, text in lines)
 
 
 def text_segmenter(write: Callable[[Lines], str], starts: set[str] | None = None):
@@ -51,7 +50,7 @@ def text_segmenter(write: Callable[[Lines], str], starts: set[str] | None = None
         else:
             groups = []
             for line in lines:
-                session, turn = TURN.match(line[2]).groups()
+                session, turn = SMALL_TURN.match(line[2]).groups()
                 if not groups or f"D{session}:{turn}" in starts:
                     groups.append([])
                 groups[-1].append(line)
