@@ -23,7 +23,11 @@ def test_heuristic_walk_expands_along_anchors(heuristic_url: str) -> None:
     body = httpx.post(f"{heuristic_url}/v1/retrieve", json=request, timeout=60).json()
     assert body["policy"] == "heuristic"
     assert body["walk"][0]["working_set_ids"] == ["e0"]
-    assert body["walk"][0]["frontier"][0] == {"id": "e1", "anchor": body["walk"][0]["frontier"][0]["anchor"]}
+    assert body["walk"][0]["frontier"][0] == {
+        "id": "e1",
+        "anchor": body["walk"][0]["frontier"][0]["anchor"],
+        "via": "anchor",
+    }
     assert body["walk"][0]["action"] == "expand"
     retrieved = [entry["id"] for entry in body["entries"]]
     assert retrieved[:3] == ["e0", "e1", "e2"]  # Priya -> Tomas's team -> ledger release, by shared anchors
