@@ -227,10 +227,6 @@ class MemoraBuilder(BatchedLLMBuilder):
                 pending = pending[written:]
                 advance(written)
 
-    def _write_batch(self, batch: list[Turn], sink: BatchSink) -> None:
-        """Segment one batch and write all of it: its entries through create-or-update, then its episodes."""
-        self._write_segments(batch, sink, session_goes_on=False)
-
     def _write_segments(self, batch: list[Turn], sink: BatchSink, session_goes_on: bool) -> int:
         """Segment one batch, write its entries then its episodes; returns how many leading turns were written.
 

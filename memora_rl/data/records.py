@@ -93,6 +93,13 @@ class Corpus(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     """Human-readable notes on tolerated quirks (malformed or unresolved evidence ids)."""
 
+    def first_sessions(self, count: int) -> Corpus:
+        """Each conversation cut to its first `count` sessions, with the tasks whose evidence lies in them."""
+        cut = [c.model_copy(update={"sessions": c.sessions[:count]}) for c in self.conversations]
+        kept = {turn_id for conversation in cut for turn_id in conversation.turn_ids()}
+        tasks = [task for task in self.tasks if set(task.evidence) <= kept]
+        return self.model_copy(update={"conversations": cut, "tasks": tasks})
+
     def conversation(self, conversation_id: str) -> Conversation:
         """Look up a conversation by id."""
         for conversation in self.conversations:

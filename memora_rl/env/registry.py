@@ -110,13 +110,11 @@ def select_conversations(spec: EnvSpec, corpus: Corpus) -> Corpus:
         )
     if spec.max_sessions is None:
         return corpus
-    cut = [c.model_copy(update={"sessions": c.sessions[: spec.max_sessions]}) for c in corpus.conversations]
-    kept_turns = {turn.id for c in cut for session in c.sessions for turn in session.turns}
-    tasks = [t for t in corpus.tasks if all(turn_id in kept_turns for turn_id in t.evidence)]
+    kept = corpus.first_sessions(spec.max_sessions)
     logger.info(
-        "Env %s: first %d sessions, %d of %d tasks", spec.name, spec.max_sessions, len(tasks), len(corpus.tasks)
+        "Env %s: first %d sessions, %d of %d tasks", spec.name, spec.max_sessions, len(kept.tasks), len(corpus.tasks)
     )
-    return corpus.model_copy(update={"conversations": cut, "tasks": tasks})
+    return kept
 
 
 def build_graphs(spec: EnvSpec, corpus: Corpus, store: GraphStore) -> None:
