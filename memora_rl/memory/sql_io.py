@@ -230,9 +230,10 @@ def read_entries(conn: sqlite3.Connection, graph_id: str, seqs: Sequence[int]) -
             list(part),
         ):
             extra[seq]["anchor_ids"].append(anchor_id)
+        # `+graph_id` keeps SQLite on the seq primary key: with the (graph_id, id) index it scanned the whole graph.
         for row in conn.execute(
             "SELECT seq, id, abstraction, value, kind, speaker, source_turn_ids, created_at, updated_at "
-            f"FROM entries WHERE seq IN ({marks}) AND graph_id = ?",
+            f"FROM entries WHERE seq IN ({marks}) AND +graph_id = ?",
             [*part, graph_id],
         ):
             seq = row[0]
