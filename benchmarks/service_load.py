@@ -6,7 +6,9 @@ BM25 and the query embedding) is bulk-loaded into a fresh SQLite store. For each
 default 1 8 32) send `--requests` retrieves per level; then extractive ingest runs in batches.
 The baseline, measured in the same run, is the same graph's semantic search called in-process
 (query embedding + fused search + entry reads, no HTTP, no env): the ratio column is a row's
-p50 over it. With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too.
+p50 over it. Each row also gives the server's CPU time per request (from /proc, Linux): with closed-loop
+clients p50 is about clients / throughput, and throughput is bounded by the cores over that CPU time.
+With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too.
 
     python benchmarks/service_load.py --entries 10000 --requests 160
 """
@@ -159,6 +161,20 @@ class Server:
         self.__exit__()
         raise SystemExit(f"serve-memory did not answer /healthz within {self.start_timeout_s:g} s (log: {self.log})")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds the server has used so far (nan where /proc is missing)."""
+        try:
+            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+    def measure(self, path: str, bodies: list[dict], concurrency: int) -> dict:
+        """`load` plus the server's CPU milliseconds per request."""
+        before = self.cpu_seconds()
+        result = asyncio.run(load(self.url, path, bodies, concurrency))
+        return {**result, "cpu_ms": (self.cpu_seconds() - before) * 1000.0 / max(len(bodies), 1)}
+
     def __exit__(self, *_: object) -> None:
         self.process.terminate()
         try:
@@ -178,18 +194,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def retrieve_rows(url: str, label: str, graph: str, texts: list[str], levels: list[int], requests: int) -> list[dict]:
+def retrieve_rows(
+    server: Server, label: str, graph: str, texts: list[str], levels: list[int], requests: int
+) -> list[dict]:
     """One row per concurrency level of retrieves from `texts` (after a warm-up that loads the ANN index)."""
-    asyncio.run(load(url, "/v1/retrieve", [{"graph": graph, "question": f"warm up {n}"} for n in range(4)], 2))
+    asyncio.run(load(server.url, "/v1/retrieve", [{"graph": graph, "question": f"warm up {n}"} for n in range(4)], 2))
     rows = []
     for number, level in enumerate(levels):
         chosen = [texts[(number * requests + n) % len(texts)] for n in range(requests)]  # fresh questions per level
         bodies = [{"graph": graph, "question": text} for text in chosen]
-        rows.append({"what": label, "concurrency": level, **asyncio.run(load(url, "/v1/retrieve", bodies, level))})
+        rows.append({"what": label, "concurrency": level, **server.measure("/v1/retrieve", bodies, level)})
     return rows
 
 
-def ingest_rows(url: str, batches: int, batch_turns: int, levels: list[int]) -> list[dict]:
+def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int]) -> list[dict]:
     """Extractive ingest into a new graph: batches of `batch_turns` turns, as turns per second."""
     rows = []
     for level in levels:
@@ -199,7 +217,7 @@ def ingest_rows(url: str, batches: int, batch_turns: int, levels: list[int]) -> 
                 for t in range(batch_turns)]}
             for b in range(batches)
         ]  # fmt: skip
-        result = asyncio.run(load(url, "/v1/ingest", bodies, level))
+        result = server.measure("/v1/ingest", bodies, level)
         rows.append({"what": f"ingest, {batch_turns} turns/batch", "concurrency": level, **result,
                      "turns_per_s": result["rps"] * batch_turns})  # fmt: skip
     return rows
@@ -207,13 +225,14 @@ def ingest_rows(url: str, batches: int, batch_turns: int, levels: list[int]) -> 
 
 def print_table(rows: list[dict], base: dict) -> None:
     """The Markdown table: one row per measurement, ratio = p50 / in-process search p50."""
-    print("| what | clients | p50 ms | p95 ms | req/s | errors | p50 / in-process search |")
-    print("|---|---|---|---|---|---|---|")
-    print(f"| baseline: in-process semantic search (no HTTP) | 1 | {base['p50']:.1f} | {base['p95']:.1f} | | | 1.00 |")
+    print("| what | clients | p50 ms | p95 ms | req/s | errors | server CPU ms/req | p50 / in-process search |")
+    print("|---|---|---|---|---|---|---|---|")
+    first = f"| baseline: in-process semantic search (no HTTP) | 1 | {base['p50']:.1f} | {base['p95']:.1f} |"
+    print(f"{first} | | | 1.00 |")
     for row in rows:
         rate = f"{row['rps']:.1f}" + (f" ({row['turns_per_s']:.0f} turns/s)" if "turns_per_s" in row else "")
         print(f"| {row['what']} | {row['concurrency']} | {row['p50']:.1f} | {row['p95']:.1f} | {rate} | "
-              f"{row['errors']}/{row['n']} | {row['p50'] / base['p50']:.2f} |")  # fmt: skip
+              f"{row['errors']}/{row['n']} | {row['cpu_ms']:.1f} | {row['p50'] / base['p50']:.2f} |")  # fmt: skip
 
 
 def main() -> None:
@@ -251,15 +270,15 @@ def main() -> None:
         requests = args.llm_requests if name == "llm" else args.requests  # an LLM walk takes seconds, not ms
         with Server(stores, policy_args, free_port(), args.start_timeout) as server:
             label = f"retrieve, {name}, {args.entries} entries"
-            rows += retrieve_rows(server.url, label, GRAPH, synthetic_texts, args.concurrency, requests)
+            rows += retrieve_rows(server, label, GRAPH, synthetic_texts, args.concurrency, requests)
             if locomo is not None:
                 label = f"retrieve, {name}, LoCoMo {locomo[0]}"
-                rows += retrieve_rows(server.url, label, locomo[0], locomo[1], args.concurrency[:2], requests)
+                rows += retrieve_rows(server, label, locomo[0], locomo[1], args.concurrency[:2], requests)
             if name == args.policies[0]:
                 rows += [{"what": "GET /healthz (HTTP floor)", "concurrency": level,
-                          **asyncio.run(load(server.url, "/healthz", [{}] * args.requests, level))}
+                          **server.measure("/healthz", [{}] * args.requests, level)}
                          for level in args.concurrency]  # fmt: skip
-                rows += ingest_rows(server.url, args.ingest_batches, args.ingest_turns, [1, 4])
+                rows += ingest_rows(server, args.ingest_batches, args.ingest_turns, [1, 4])
     print_table(rows, base)
 
 
