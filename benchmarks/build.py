@@ -44,9 +44,7 @@ PAPER_ENTRIES = {"Memora": 344, "Mem0": 651}
 
 def cut(conversation: Any, sessions: int) -> Any:
     """The first `sessions` sessions of a conversation (all when 0)."""
-    if sessions <= 0:
-        return conversation
-    return conversation.model_copy(update={"sessions": conversation.sessions[:sessions]})
+    return conversation.first_sessions(sessions) if sessions > 0 else conversation
 
 
 def datasets(args: argparse.Namespace) -> list[tuple[str, Any, int, list[Any]]]:

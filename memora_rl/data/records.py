@@ -66,6 +66,10 @@ class Conversation(BaseModel):
         """The ids of every turn, for evidence checks."""
         return {turn.id for turn in self.turns()}
 
+    def first_sessions(self, count: int) -> Conversation:
+        """This conversation cut to its first `count` sessions."""
+        return self.model_copy(update={"sessions": self.sessions[:count]})
+
 
 class Task(BaseModel):
     """A question about one conversation, with its gold answer and evidence turn ids."""
@@ -95,7 +99,7 @@ class Corpus(BaseModel):
 
     def first_sessions(self, count: int) -> Corpus:
         """Each conversation cut to its first `count` sessions, with the tasks whose evidence lies in them."""
-        cut = [c.model_copy(update={"sessions": c.sessions[:count]}) for c in self.conversations]
+        cut = [conversation.first_sessions(count) for conversation in self.conversations]
         kept = {turn_id for conversation in cut for turn_id in conversation.turn_ids()}
         tasks = [task for task in self.tasks if set(task.evidence) <= kept]
         return self.model_copy(update={"conversations": cut, "tasks": tasks})
