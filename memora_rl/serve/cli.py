@@ -16,6 +16,10 @@ def serve_memory(
     policy: Annotated[str, typer.Option(help="Retrieval policy: semantic, heuristic or llm.")] = "semantic",
     llm_base_url: Annotated[str | None, typer.Option(help="policy=llm: endpoint serving the export (.../v1).")] = None,
     llm_model: Annotated[str | None, typer.Option(help="policy=llm: served model or adapter name.")] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option(help="policy=llm: the export being served; walks use its training env's layout and costs."),
+    ] = None,
     builder: Annotated[str, typer.Option(help="Ingest builder: extractive, memora or nemori.")] = "extractive",
     builder_llm_base_url: Annotated[str | None, typer.Option(help="memora/nemori: LLM endpoint (.../v1).")] = None,
     builder_llm_model: Annotated[str | None, typer.Option(help="memora/nemori: served model name.")] = None,
@@ -38,6 +42,7 @@ def serve_memory(
     try:
         config = ServeConfig(
             stores=store, policy=policy, llm_base_url=llm_base_url, llm_model=llm_model,  # type: ignore[arg-type]
+            export=export,
             builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
             budget=budget, runs_dir=runs_dir, host=host, port=port,
         )  # fmt: skip

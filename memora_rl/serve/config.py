@@ -26,6 +26,10 @@ class ServeConfig(StrictModel):
     """OpenAI-compatible endpoint ending in `/v1` serving the exported policy (policy=llm only)."""
     llm_model: str | None = None
     """Served model (or LoRA adapter) name of the exported policy (policy=llm only)."""
+    export: Path | None = None
+    """The export being served (policy=llm only): walks take its training env's settings (observation layout,
+    few-shot turns, action costs, judge), so the policy sees what it was trained on; budget and top-k stay the
+    service's. None: the default env settings."""
     builder: str = "extractive"
     """Builder that `/v1/ingest` uses (registry name: extractive, memora, nemori)."""
     builder_config: Path | None = None
@@ -57,6 +61,11 @@ class ServeConfig(StrictModel):
             raise ConfigError(
                 "policy=llm needs llm_base_url (e.g. http://127.0.0.1:8100/v1) and llm_model (the served name); "
                 "serve the export with `memora-rl serve` first, or use policy=semantic|heuristic."
+            )
+        if self.export is not None and self.policy != "llm":
+            raise ConfigError(
+                f"export={self.export} is only read by policy=llm (got policy={self.policy}); "
+                "drop the export or serve it with policy=llm."
             )
         if self.budget > self.max_budget:
             raise ConfigError(

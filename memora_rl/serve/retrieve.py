@@ -35,8 +35,10 @@ ActFn = Callable[[list[Message], dict[str, Any]], str]
 """The policy's next action text for the chat so far and the env's latest info."""
 
 
-def env_config_for(request: RetrieveRequest, default_budget: float, max_budget: float, top_k: int) -> EnvConfig:
-    """The env settings of one request: its budget and top-k, or the server's defaults.
+def env_config_for(
+    request: RetrieveRequest, base: EnvConfig, default_budget: float, max_budget: float, top_k: int
+) -> EnvConfig:
+    """The env settings of one request: `base` with the request's budget and top-k, or the server's defaults.
 
     Raises:
         ConfigError: the requested budget is above the server's `max_budget` (names the field and the fix).
@@ -46,7 +48,8 @@ def env_config_for(request: RetrieveRequest, default_budget: float, max_budget: 
         raise ConfigError(
             f"budget: {budget:g} is above this server's limit of {max_budget:g}; send budget <= {max_budget:g}."
         )
-    return EnvConfig(budget=budget, initial_top_k=request.top_k or top_k, max_steps=walk_steps(budget))
+    return base.model_copy(update={"budget": budget, "initial_top_k": request.top_k or top_k,
+                                   "max_steps": walk_steps(budget)})  # fmt: skip
 
 
 def walk_steps(budget: float) -> int:

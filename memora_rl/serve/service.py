@@ -34,13 +34,29 @@ def make_policy(config: ServeConfig) -> Policy:
     return make_baseline(config.policy)
 
 
-def warn_if_policy_context_short(config: ServeConfig) -> None:
+def served_env(config: ServeConfig) -> EnvConfig:
+    """Env settings of the served walks: the export's training env (its spec and overrides), else the defaults."""
+    if config.export is None:
+        return EnvConfig()
+    from memora_rl.env.registry import resolve_env_spec
+    from memora_rl.policy.export_folder import load_export
+
+    manifest = load_export(config.export).manifest
+    if manifest.env is None:
+        logger.warning("The export %s names no training env; walks use the default env settings.", config.export)
+        return EnvConfig()
+    return resolve_env_spec(manifest.env, manifest.env_overrides).env
+
+
+def warn_if_policy_context_short(config: ServeConfig, base: EnvConfig) -> None:
     """At start, warn when the policy server's context cannot hold a walk at the default budget (or is unreachable)."""
     from memora_rl.errors import MemoraError
     from memora_rl.policy.llm_policy import LLMPolicyConfig
     from memora_rl.policy.served_context import warn_if_context_short
 
-    env_config = EnvConfig(budget=config.budget, initial_top_k=config.top_k, max_steps=walk_steps(config.budget))
+    env_config = base.model_copy(
+        update={"budget": config.budget, "initial_top_k": config.top_k, "max_steps": walk_steps(config.budget)}
+    )
     max_new_tokens = LLMPolicyConfig.model_fields["max_new_tokens"].default  # what make_policy's policy uses
     try:
         warn_if_context_short(config.llm_base_url or "", config.llm_model or "", env_config, None, max_new_tokens)
@@ -73,13 +89,14 @@ class MemoryService:
 
     def __init__(self, config: ServeConfig, embedder: Embedder | None = None, policy: Policy | None = None) -> None:
         self.config = config
+        self.env = served_env(config)
         self.embedder = embedder or get_embedder()
         self.graphs = GraphRegistry(config.stores, self.embedder)
         self.policy = policy or make_policy(config)
         if policy is None and config.policy == "llm":
-            warn_if_policy_context_short(config)
+            warn_if_policy_context_short(config, self.env)
         self.builder = make_ingest_builder(config, self.embedder)
-        self.judge = LiveJudge(EnvConfig().judge)
+        self.judge = LiveJudge(self.env.judge)
 
     def episodes_of(self, graph_id: str, episode_ids: Sequence[str]) -> list[Episode]:
         """Stored episodes by id, in order (ids never stored are left out)."""
@@ -87,7 +104,7 @@ class MemoryService:
 
     def env_config(self, request: RetrieveRequest) -> EnvConfig:
         """The env settings of one request (budget checked against the server's limit)."""
-        return env_config_for(request, self.config.budget, self.config.max_budget, self.config.top_k)
+        return env_config_for(request, self.env, self.config.budget, self.config.max_budget, self.config.top_k)
 
     def retrieve_sync(self, request: RetrieveRequest, act: ActFn) -> RetrieveResponse:
         """Walk the request's graph with `act` as the policy (blocking; call from a worker thread)."""

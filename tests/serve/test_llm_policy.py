@@ -50,3 +50,72 @@ def test_a_failing_policy_server_is_a_502_that_names_the_cause_and_the_fix(frien
     error = response.json()["error"]
     assert "maximum context length" in error and "--max-model-len" in error
     assert healthy == 200  # the service keeps serving
+
+
+class _RecordingPolicy(Policy):
+    """Stops at once and keeps the chat it was shown (what an exported model would read)."""
+
+    name = "llm"
+
+    def __init__(self) -> None:
+        self.chats: list[list] = []
+
+    async def act(self, messages: list, info: dict) -> str:
+        self.chats.append([dict(message) for message in messages])
+        return '{"action": "stop"}'
+
+
+def _export_folder(path: Path, env: str, overrides: list[str]) -> Path:
+    """A minimal export folder (manifest, adapter and tokenizer files) trained on `env` with `overrides`."""
+    from memora_rl.policy import export_folder as layout
+
+    (path / layout.ADAPTER_DIR).mkdir(parents=True)
+    for name in layout.ADAPTER_FILES:
+        (path / layout.ADAPTER_DIR / name).write_text("{}")
+    for name in layout.TOKENIZER_FILES:
+        (path / name).write_text("{}")
+    manifest = layout.ExportManifest(export_id="0123456789ab", created_at="2026-12-02T00:00:00Z", base_model="base",
+                                     source_run="run", source_checkpoint="final", env=env,
+                                     env_overrides=overrides)  # fmt: skip
+    (path / layout.MANIFEST_FILE).write_text(manifest.model_dump_json())
+    return path
+
+
+def test_an_export_is_served_with_the_observation_layout_it_was_trained_on(
+    friends_store: Path, embedder, tmp_path: Path
+) -> None:
+    from memora_rl.core import prompts
+    from memora_rl.serve.config import ServeConfig
+    from memora_rl.serve.schemas import RetrieveRequest
+    from memora_rl.serve.service import MemoryService
+
+    export = _export_folder(tmp_path / "export", "synthetic", ["env.compact=true", "env.few_shot=false"])
+    chats = {}
+    for label, options in (("export", {"export": export}), ("default", {})):
+        policy = _RecordingPolicy()
+        config = ServeConfig(stores=[friends_store], policy="llm", llm_base_url="http://127.0.0.1:9/v1",
+                             llm_model="policy", **options)  # fmt: skip
+        service = MemoryService(config, embedder=embedder, policy=policy)
+        response = service.retrieve_sync(RetrieveRequest(graph=GRAPH, question="Who is Carla?"), _sync(policy))
+        service.close()
+        chats[label] = policy.chats[0]
+        assert response.walk[0].observation == chats[label][-1]["content"]  # what the walk shows is what it read
+    assert chats["export"][0]["content"] == prompts.COMPACT_SYSTEM_PROMPT
+    assert len(chats["export"]) == 2  # system prompt, first observation: no few-shot turns
+    assert chats["default"][0]["content"] == prompts.SYSTEM_PROMPT and len(chats["default"]) > 2
+    assert len(chats["export"][1]["content"]) < len(chats["default"][-1]["content"])  # the compact layout
+
+
+def _sync(policy: Policy):
+    """`policy.act` as the blocking callable a walk takes."""
+    import asyncio
+
+    return lambda messages, info: asyncio.run(policy.act(messages, info))
+
+
+def test_an_export_needs_the_llm_policy(friends_store: Path, tmp_path: Path) -> None:
+    from memora_rl.errors import ConfigError
+    from memora_rl.serve.config import ServeConfig
+
+    with pytest.raises(ConfigError, match="policy=llm"):
+        ServeConfig(stores=[friends_store], policy="semantic", export=tmp_path)
