@@ -244,6 +244,7 @@ def main() -> None:
     parser.add_argument("--policies", nargs="+", default=["semantic", "heuristic"], help="baseline policies to serve")
     parser.add_argument("--llm-base-url", default=None, help="also serve policy=llm from this endpoint (.../v1)")
     parser.add_argument("--llm-model", default=None, help="served name of the exported policy")
+    parser.add_argument("--llm-export", type=Path, default=None, help="that export's folder (its training env layout)")
     parser.add_argument("--llm-requests", type=int, default=32, help="retrieves per concurrency level of policy=llm")
     parser.add_argument("--ingest-batches", type=int, default=24, help="ingest batches per concurrency level")
     parser.add_argument("--ingest-turns", type=int, default=10, help="turns per ingest batch")
@@ -264,7 +265,9 @@ def main() -> None:
     synthetic_texts = questions(args.requests * len(args.concurrency))
     servers = [(name, ["--policy", name]) for name in args.policies]
     if args.llm_base_url and args.llm_model:
-        servers.append(("llm", ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model]))
+        export = ["--export", str(args.llm_export)] if args.llm_export else []
+        llm = ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model, *export]
+        servers.append(("llm", llm))
     rows: list[dict] = []
     for name, policy_args in servers:
         requests = args.llm_requests if name == "llm" else args.requests  # an LLM walk takes seconds, not ms
