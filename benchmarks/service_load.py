@@ -195,13 +195,18 @@ def free_port() -> int:
 
 
 def retrieve_rows(
-    server: Server, label: str, graph: str, texts: list[str], levels: list[int], requests: int
+    server: Server, label: str, graph: str, texts: list[str], levels: list[int], requests: int, start: int = 0
 ) -> list[dict]:
-    """One row per concurrency level of retrieves from `texts` (after a warm-up that loads the ANN index)."""
+    """One row per concurrency level of retrieves from `texts`, from position `start` on (after a warm-up).
+
+    Every question is new to the server's embedding cache: a text sent before (past the end of
+    `texts`, wrapping) gets its round number appended, so each row pays for its query embeddings.
+    """
     asyncio.run(load(server.url, "/v1/retrieve", [{"graph": graph, "question": f"warm up {n}"} for n in range(4)], 2))
     rows = []
     for number, level in enumerate(levels):
-        chosen = [texts[(number * requests + n) % len(texts)] for n in range(requests)]  # fresh questions per level
+        picks = [start + number * requests + n for n in range(requests)]
+        chosen = [texts[i % len(texts)] + (f" (round {i // len(texts)})" if i >= len(texts) else "") for i in picks]
         bodies = [{"graph": graph, "question": text} for text in chosen]
         rows.append({"what": label, "concurrency": level, **server.measure("/v1/retrieve", bodies, level)})
     return rows
@@ -257,26 +262,27 @@ def main() -> None:
     store = workdir / "service.sqlite"
     if not store.exists():
         print(f"building {args.entries} entries: {build_graph(store, args.entries, args.seed):.1f} s", file=sys.stderr)
-    base = baseline(store, questions(args.requests))
+    base = baseline(store, [f"{text} (baseline)" for text in questions(args.requests)])  # no retrieve row sends these
     stores, locomo = [store], None
     if args.locomo is not None and args.locomo.is_file():
         locomo = build_locomo(workdir / "locomo.sqlite", args.locomo)
         stores.append(workdir / "locomo.sqlite")
-    synthetic_texts = questions(args.requests * len(args.concurrency))
     servers = [(name, ["--policy", name]) for name in args.policies]
     if args.llm_base_url and args.llm_model:
         export = ["--export", str(args.llm_export)] if args.llm_export else []
         llm = ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model, *export]
         servers.append(("llm", llm))
     rows: list[dict] = []
-    for name, policy_args in servers:
+    synthetic_texts = questions(args.requests)
+    for number, (name, policy_args) in enumerate(servers):
         requests = args.llm_requests if name == "llm" else args.requests  # an LLM walk takes seconds, not ms
         with Server(stores, policy_args, free_port(), args.start_timeout) as server:
             label = f"retrieve, {name}, {args.entries} entries"
-            rows += retrieve_rows(server, label, GRAPH, synthetic_texts, args.concurrency, requests)
+            start = number * len(args.concurrency) * args.requests  # each server's questions are its own
+            rows += retrieve_rows(server, label, GRAPH, synthetic_texts, args.concurrency, requests, start)
             if locomo is not None:
                 label = f"retrieve, {name}, LoCoMo {locomo[0]}"
-                rows += retrieve_rows(server, label, locomo[0], locomo[1], args.concurrency[:2], requests)
+                rows += retrieve_rows(server, label, locomo[0], locomo[1], args.concurrency[:2], requests, start)
             if name == args.policies[0]:
                 rows += [{"what": "GET /healthz (HTTP floor)", "concurrency": level,
                           **server.measure("/healthz", [{}] * args.requests, level)}
