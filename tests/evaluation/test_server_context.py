@@ -48,7 +48,7 @@ def test_serve_memory_warns_at_start_when_the_policy_server_is_short_for_its_wal
     """serve-memory's walks at budget 6 take 8 steps, past the session server's 4096 tokens; budget 2 fits."""
     from memora_rl.memory import open_store
     from memora_rl.serve.config import ServeConfig
-    from memora_rl.serve.service import warn_if_policy_context_short
+    from memora_rl.serve.service import served_env, warn_if_policy_context_short
 
     store = tmp_path / "graphs.sqlite"
     open_store(store).close()
@@ -57,5 +57,5 @@ def test_serve_memory_warns_at_start_when_the_policy_server_is_short_for_its_wal
                              llm_model=vllm_server.model, budget=budget)  # fmt: skip
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="memora_rl.policy.served_context"):
-            warn_if_policy_context_short(config)
+            warn_if_policy_context_short(config, served_env(config))
         assert any("--max-model-len" in record.getMessage() for record in caplog.records) is warned, budget
