@@ -119,14 +119,16 @@ def test_unreadable_saved_index_is_rebuilt(tmp_path, caplog):
     path = tmp_path / "s.sqlite"
     with SQLiteGraphStore(path, config=CONFIG) as store:
         vectors = _add(store, rng, 300)
-        expected = store.search("g", vectors[5], k=3)
+        expected = [hit.entry_id for hit in store.search("g", vectors[5], k=3)]
         for file in _saved(store):
             file.write_bytes(b"not an index")
     with (
         caplog.at_level(logging.WARNING, logger="memora_rl.memory.vectors"),
         SQLiteGraphStore(path, config=CONFIG) as store,
     ):
-        assert store.search("g", vectors[5], k=3) == expected
+        # the same entries in the same order; fused scores may differ in a low digit, as a rebuilt
+        # HNSW graph can rank an ANN candidate one place differently
+        assert [hit.entry_id for hit in store.search("g", vectors[5], k=3)] == expected
     assert "rebuilding" in caplog.text
     assert all(file.stat().st_size > 1000 for file in _saved(store))
 
