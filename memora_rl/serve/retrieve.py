@@ -48,8 +48,12 @@ def env_config_for(
         raise ConfigError(
             f"budget: {budget:g} is above this server's limit of {max_budget:g}; send budget <= {max_budget:g}."
         )
-    return base.model_copy(update={"budget": budget, "initial_top_k": request.top_k or top_k,
-                                   "max_steps": walk_steps(budget)})  # fmt: skip
+    return walk_env(base, budget, request.top_k or top_k)
+
+
+def walk_env(base: EnvConfig, budget: float, top_k: int) -> EnvConfig:
+    """`base` (the served env's settings) at one walk's budget, first-search size and step limit."""
+    return base.model_copy(update={"budget": budget, "initial_top_k": top_k, "max_steps": walk_steps(budget)})
 
 
 def walk_steps(budget: float) -> int:

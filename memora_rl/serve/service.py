@@ -16,7 +16,7 @@ from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.graphs import GraphRegistry
 from memora_rl.serve.ingest import ingest_batch
 from memora_rl.serve.live_judge import LiveJudge
-from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve, walk_steps
+from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve, walk_env
 from memora_rl.serve.schemas import IngestRequest, IngestResponse, RetrieveRequest, RetrieveResponse
 
 logger = logging.getLogger(__name__)
@@ -54,9 +54,7 @@ def warn_if_policy_context_short(config: ServeConfig, base: EnvConfig) -> None:
     from memora_rl.policy.llm_policy import LLMPolicyConfig
     from memora_rl.policy.served_context import warn_if_context_short
 
-    env_config = base.model_copy(
-        update={"budget": config.budget, "initial_top_k": config.top_k, "max_steps": walk_steps(config.budget)}
-    )
+    env_config = walk_env(base, config.budget, config.top_k)
     max_new_tokens = LLMPolicyConfig.model_fields["max_new_tokens"].default  # what make_policy's policy uses
     try:
         warn_if_context_short(config.llm_base_url or "", config.llm_model or "", env_config, None, max_new_tokens)
