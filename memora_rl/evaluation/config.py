@@ -66,7 +66,8 @@ class EvalConfig(StrictModel):
     restart: bool = False
     """Discard the records already in the output folder instead of resuming from them."""
     env_overrides: list[str] = Field(default_factory=list)
-    """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`)."""
+    """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`). An export
+    evaluated on its training env gets its run's overrides first (the observation layout it was trained on)."""
 
     @model_validator(mode="after")
     def _answerer_is_whole(self) -> EvalConfig:

@@ -12,6 +12,7 @@ bootstrap intervals.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -257,6 +258,21 @@ def _eval_context(
             store.close()
 
 
+def with_trained_env(config: EvalConfig, trained_env: str | None, trained_overrides: Sequence[str]) -> EvalConfig:
+    """An export is evaluated in the env settings it was trained with: its run's overrides, then `--set`.
+
+    A policy trained on compact observations without the few-shot episode sees another prompt in
+    the env's defaults, so evaluating it there measures the prompt change, not the policy. The
+    training overrides apply only on the training env (another env's settings are its own).
+    """
+    if config.env != trained_env or not trained_overrides:
+        return config
+    added = [override for override in trained_overrides if override not in config.env_overrides]
+    if added:
+        logger.info("Evaluating the export in its training env settings: %s", ", ".join(added))
+    return config.model_copy(update={"env_overrides": [*added, *config.env_overrides]})
+
+
 def run_eval(config: EvalConfig) -> EvalRun:
     """Evaluate `config.policy` on `config.env`'s split; resumes a run folder that already holds records.
 
@@ -267,14 +283,19 @@ def run_eval(config: EvalConfig) -> EvalRun:
         ConfigError: unknown env name or bad env override.
     """
     spec = parse_policy_spec(config.policy)
+    export_id = None
+    if spec.kind == "export":
+        from memora_rl.policy.export_folder import load_export
+
+        manifest = load_export(Path(spec.target)).manifest  # fails before anything is written
+        export_id = manifest.export_id
+        config = with_trained_env(config, manifest.env, manifest.env_overrides)
     _check_split(config.env, config.split, config.env_overrides)
     identity: dict[str, Any] = {"policy": spec.name, "env": config.env, "split": config.split}
     identity["env_overrides"] = list(config.env_overrides)
     identity.update(answerer_identity(config))
-    if spec.kind == "export":
-        from memora_rl.policy.export_folder import load_export
-
-        identity["export_id"] = load_export(Path(spec.target)).manifest.export_id  # fails before anything is written
+    if export_id is not None:
+        identity["export_id"] = export_id
     out = config.output_dir(spec)
     out.mkdir(parents=True, exist_ok=True)
     _claim_folder(out, identity, config.restart)

@@ -12,7 +12,7 @@ from memora_rl.evaluation.offline import run_eval
 from memora_rl.evaluation.report import read_records
 
 
-def tiny_run_folder(root: Path, base_dir: Path) -> Path:
+def tiny_run_folder(root: Path, base_dir: Path, env_overrides: list[str] | None = None) -> Path:
     """A run folder with one random LoRA checkpoint, laid out like `memora_rl.training.run`."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -23,7 +23,8 @@ def tiny_run_folder(root: Path, base_dir: Path) -> Path:
 
     run_dir = root / "tiny"
     run_dir.mkdir(parents=True)
-    dump_config(TrainConfig(run_name="tiny", env="synthetic"), run_dir / "config.yaml")
+    train_config = TrainConfig(run_name="tiny", env="synthetic", env_overrides=env_overrides or [])
+    dump_config(train_config, run_dir / "config.yaml")
     (run_dir / "data_split.json").write_text(json.dumps({"env": "synthetic", "split": "train", "task_ids": []}))
     torch.manual_seed(0)
     config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"])
@@ -48,6 +49,24 @@ def test_exported_policy_is_evaluated_with_transformers(tmp_path, tiny_model_dir
     name = f"tiny-{export.manifest.source_checkpoint}"  # the run and checkpoint, not the folder (`export-export`)
     assert result.policy == name and [r.policy for r in records] == [name]
     assert records[0].steps == 1 and sum(records[0].action_counts.values()) == 1
+
+
+@pytest.mark.slow
+def test_an_export_is_evaluated_in_its_training_env_settings(tmp_path, tiny_model_dir):
+    """No --set: the run's overrides apply (one step here, not the env's default five); --set comes after them."""
+    from memora_rl.export.writer import ExportRequest, export_run
+
+    run_dir = tiny_run_folder(tmp_path, tiny_model_dir, env_overrides=["env.max_steps=1"])
+    export = export_run(ExportRequest(run_dir=run_dir, out=tmp_path / "export", verify="none"))
+    run_eval(EvalConfig(env="synthetic", policy=str(export.path), limit=1, out=tmp_path / "eval"))
+    assert read_records(tmp_path / "eval")[0].steps == 1
+    assert json.loads((tmp_path / "eval" / "results.json").read_text())["meta"]["env_overrides"] == ["env.max_steps=1"]
+    config = EvalConfig(env="synthetic", policy=str(export.path), limit=1, out=tmp_path / "eval2",
+                        env_overrides=["env.max_steps=2"])  # fmt: skip
+    run_eval(config)
+    meta = json.loads((tmp_path / "eval2" / "results.json").read_text())["meta"]
+    assert meta["env_overrides"] == ["env.max_steps=1", "env.max_steps=2"]  # --set wins: it comes last
+    assert read_records(tmp_path / "eval2")[0].steps <= 2
 
 
 @pytest.mark.slow
