@@ -157,17 +157,9 @@ class Oracle:
         return _Node(snapshot, (*node.actions, action), refines, recall_of(snapshot.turn_ids, task.evidence))
 
     def _actions(self, node: _Node, task: Task) -> Iterable[str]:
-        """Candidate actions at a state: visible refines, expand the evidence in the frontier, bridge expands.
-
-        Refines come first, so that of two equally good walks (same recall and cost) the search
-        keeps the one that refines: a name read in the working set is a choice a policy can learn
-        to copy, while which frontier id holds the evidence is known here only from the gold turns.
-        """
+        """Candidate actions at a state: expand the evidence in the frontier, bridge expands, visible refines."""
         config = self.env.config
         snapshot = node.snapshot
-        if node.refines < self.max_refines and snapshot.budget_left >= config.refine_cost:
-            for query in visible_queries(snapshot, task.question, self.max_queries):
-                yield format_action(RefineAction(query=query))
         missing = set(task.evidence) - snapshot.turn_ids
         affordable = int(min(config.max_ids_per_expand, snapshot.budget_left // max(config.expand_cost_per_id, 1e-9)))
         hits = [item.entry_id for item in snapshot.frontier if _covers(self.env, item.entry_id, missing)]
@@ -177,6 +169,9 @@ class Oracle:
         if affordable:
             for entry_id in bridges[: self.max_bridges]:
                 yield format_action(ExpandAction(ids=[entry_id]))
+        if node.refines < self.max_refines and snapshot.budget_left >= config.refine_cost:
+            for query in visible_queries(snapshot, task.question, self.max_queries):
+                yield format_action(RefineAction(query=query))
 
 
 def _covers(env: RetrievalEnv, entry_id: str, missing: set[str]) -> bool:
