@@ -26,6 +26,10 @@ class EnvConfig(StrictModel):
     """Most actions per episode (stop included); the episode is truncated after the last."""
     initial_top_k: int = Field(default=5, ge=1)
     """Entries placed in the working set by the initial search and added by each refine."""
+    refine_new_entries: bool = False
+    """A refine adds its `initial_top_k` best entries not yet retrieved (the search reaches past the
+    working set). Off: the query's top `initial_top_k` hits minus those already retrieved, so a refine
+    with a name read in the working set spends a slot on the entry that showed the name."""
     frontier_limit: int = Field(default=10, ge=1)
     """Most frontier entries offered (and shown) per step, best first."""
     max_ids_per_expand: int = Field(default=3, ge=1)

@@ -41,8 +41,9 @@ class RetrievalEnv(gym.Env[str, str]):
     `UnicodeText(8192)`: the policy's raw turn. It is parsed by `memora_rl.core.parse.parse_action`
     into one JSON action: `{"action": "expand", "ids": [...]}` (add frontier entries; each id must be
     in the current frontier, at most `max_ids_per_expand`), `{"action": "refine", "query": "..."}`
-    (search again: the query's top `initial_top_k` hits not yet retrieved join the working set and the
-    frontier is recomputed) or `{"action": "stop"}`. Text that does not parse, or an action the rules
+    (search again: the query's top `initial_top_k` hits not yet retrieved, or with `refine_new_entries`
+    its `initial_top_k` best new entries, join the working set and the frontier is recomputed) or
+    `{"action": "stop"}`. Text that does not parse, or an action the rules
     forbid, is an *invalid* action: it costs `invalid_cost` and a step, changes nothing else, is
     recorded in the trajectory and shown to the policy in the next observation.
 
@@ -229,14 +230,15 @@ class RetrievalEnv(gym.Env[str, str]):
         self._query_vector = self._get_embedder().encode_one(query)
 
     def _retrieve(self) -> None:
-        """Add the query's top-k hits not yet retrieved to the working set, then refresh the frontier."""
+        """Add the query's top-k hits not yet retrieved (or, with `refine_new_entries`, its k best new ones)."""
         k = self.config.initial_top_k
+        depth = k + len(self._working_ids) if self.config.refine_new_entries else k
         if self.config.episode_channel:
-            hits = self.store.search(self.graph_id, self._query, k=k, episode_channel=True)
+            hits = self.store.search(self.graph_id, self._query, k=depth, episode_channel=True)
         else:
-            hits = self.store.search(self.graph_id, self._query, k=k)  # text: BM25 channel too
+            hits = self.store.search(self.graph_id, self._query, k=depth)  # text: BM25 channel too
         new_ids = [hit.entry_id for hit in hits if hit.entry_id not in self._working_ids]
-        self._add_entries(new_ids)
+        self._add_entries(new_ids[:k])
 
     def _add_entries(self, entry_ids: Sequence[str]) -> None:
         """Append entries to the working set (in order) and recompute the frontier."""

@@ -105,6 +105,21 @@ def test_refine_searches_again_and_adds_new_hits(make_hand_env: EnvFactory, hand
     assert not set(info["working_set_ids"]) & {item["id"] for item in info["frontier"]}
 
 
+def test_refine_new_entries_adds_k_entries_the_working_set_lacks(make_hand_env: EnvFactory, hand_store: Any) -> None:
+    """A refine whose best hit is already retrieved adds the next best instead (`refine_new_entries`)."""
+    query = "Alma works at Bluefin Analytics"
+    for new_entries in (False, True):
+        env, _, before = start(make_hand_env, refine_new_entries=new_entries)
+        *_, info = env.step(f'{{"action": "refine", "query": "{query}"}}')
+        retrieved = set(before["working_set_ids"])
+        ranked = [hit.entry_id for hit in hand_store.search("conv-test", query, k=12)]
+        assert set(ranked[:2]) & retrieved, "the test needs a query whose top 2 hold a retrieved entry"
+        fresh = [entry_id for entry_id in ranked if entry_id not in retrieved]
+        added = info["working_set_ids"][len(before["working_set_ids"]) :]
+        assert added == (fresh[:2] if new_entries else [i for i in ranked[:2] if i not in retrieved])
+        assert len(added) == 2 or not new_entries
+
+
 def test_stop_terminates_with_the_judge_reward(make_hand_env: EnvFactory, judge: Any) -> None:
     env, _, info = start(make_hand_env)
     env.step(expand(info["frontier"][0]["id"]))
