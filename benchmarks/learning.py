@@ -101,6 +101,10 @@ CONFIG_KEYS_IGNORED = ("model", "resume", "backend", "server", "logging", "save_
 """Keys that may differ between a reused finished run and the requested config (they do not change what it learned)."""
 
 
+CATEGORY_PREFIX = "recall/"
+"""Metric key prefix of a policy's recall on one task category."""
+
+
 # ---- pure parts ---------------------------------------------------------------------------------
 
 
@@ -115,17 +119,26 @@ def action_mix(components: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {kind: (count / total if total else 0.0) for kind, count in counts.items()}
 
 
-def policy_metrics(components: Sequence[Mapping[str, float]]) -> dict[str, float]:
-    """Means over episodes of the judge's components the benchmark reports, plus the action mix (`mix_<kind>`).
+def policy_metrics(components: Sequence[Mapping[str, float]], categories: Sequence[str] = ()) -> dict[str, float]:
+    """Episode means of the judge's components, the action mix (`mix_<kind>`) and recall per task category.
+
+    `categories` holds each episode's task category; with it, `recall/<category>` is that category's mean recall.
 
     Raises:
-        ValueError: no episode.
+        ValueError: no episode, or `categories` of another length than `components`.
     """
     if not components:
         raise ValueError("No episodes to summarise.")
+    if categories and len(categories) != len(components):
+        raise ValueError(f"{len(categories)} categories for {len(components)} episodes; pass one per episode.")
     names = (*METRICS, "initial_recall", "total")
     metrics = {name: statistics.fmean(float(c[name]) for c in components) for name in names}
     metrics.update({f"mix_{kind}": share for kind, share in action_mix(components).items()})
+    for category in sorted(set(categories)):
+        recalls = [
+            float(c["evidence_recall"]) for c, cat in zip(components, categories, strict=True) if cat == category
+        ]
+        metrics[f"{CATEGORY_PREFIX}{category}"] = statistics.fmean(recalls)
     metrics["episodes"] = float(len(components))
     return metrics
 
@@ -213,6 +226,20 @@ HEADERS = {
 }
 
 
+def category_table(policies: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Markdown lines of each policy's recall per task category ([] when no policy has per-category figures)."""
+    keys = sorted({key for policy in policies.values() for key in policy["mean"] if key.startswith(CATEGORY_PREFIX)})
+    if not keys:
+        return []
+    names = [key.removeprefix(CATEGORY_PREFIX) for key in keys]
+    lines = ["", "Recall by task category:", "", "| policy | " + " | ".join(names) + " |", "|---|" + "---|" * len(keys)]
+    for name, policy in policies.items():
+        std = policy.get("std") or {}
+        cells = [_fmt(policy["mean"].get(key), 3, std.get(key)) for key in keys]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown_report(report: Mapping[str, Any]) -> str:
     """The benchmark's tables (policies, equal-token comparison, GRPO gain, curves, per-seed runs) as Markdown."""
     lines = [f"`{report['command']}`", ""]
@@ -235,6 +262,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         cells = [_fmt(mean[m], DIGITS[m], std.get(m)) for m in METRICS]
         cells += [_fmt(mean[f"mix_{kind}"], 2) for kind in ACTION_KINDS]
         lines.append(f"| {name} | {policy['seeds'] if policy['seeds'] else '-'} | " + " | ".join(cells) + " |")
+    lines += category_table(report["policies"])
     lines += [
         "",
         "Recall at equal context tokens (each baseline curve read at the policy's mean tokens; "
@@ -331,6 +359,11 @@ class EvalContext:
     """A running vLLM server serving `base_model` (`--server-url`); None starts one per model."""
     timings: list[dict[str, Any]] = field(default_factory=list)
     """Wall seconds of each LLM step this run took (server start or model load, then each policy's play)."""
+
+    @property
+    def categories(self) -> list[str]:
+        """Each held-out task's category, in task order (the order every policy plays them)."""
+        return [task.category for task in self.tasks]
 
     def envs(self, overrides: Sequence[str] = (), count: int = 1) -> list[Any]:
         """`count` envs over the same store and tasks, with extra env overrides; one judge shared by them."""
@@ -709,9 +742,9 @@ def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> 
         with policy_generators(ctx, trained.grpo_base, trained.adapter_dir) as generators:
             if trained.warm_start is not None:
                 label = f"{WARM} s{trained.seed}"
-                results[WARM] = policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, label))
+                results[WARM] = policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, label), ctx.categories)
             label = f"{GRPO} s{trained.seed}"
-            results[GRPO] = policy_metrics(play_llm(ctx, generators["adapter"], max_new_tokens, label))
+            results[GRPO] = policy_metrics(play_llm(ctx, generators["adapter"], max_new_tokens, label), ctx.categories)
         return results
 
     return cached_results(trained.run_dir / EVAL_FILE, key, f"seed {trained.seed}", play)
@@ -729,7 +762,9 @@ def evaluate_base(ctx: EvalContext, config: Any, max_new_tokens: int, runs_dir: 
 
     def play() -> dict[str, float]:
         with policy_generators(ctx, config.model, lora_rank=config.lora.r) as generators:
-            return policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, BASE, (FEW_SHOT_OVERRIDE,)))
+            return policy_metrics(
+                play_llm(ctx, generators["base"], max_new_tokens, BASE, (FEW_SHOT_OVERRIDE,)), ctx.categories
+            )
 
     return cached_results(runs_dir / BASE_EVAL_FILE if runs_dir else None, key, "prompted base", play)
 
@@ -849,10 +884,10 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     )
 
     per_policy: dict[str, list[tuple[int | None, dict[str, float]]]] = {}
-    per_policy[SEMANTIC] = [(None, policy_metrics(play_baseline(ctx, SEMANTIC)))]
-    per_policy[HEURISTIC] = [(None, policy_metrics(play_baseline(ctx, HEURISTIC)))]
+    per_policy[SEMANTIC] = [(None, policy_metrics(play_baseline(ctx, SEMANTIC), ctx.categories))]
+    per_policy[HEURISTIC] = [(None, policy_metrics(play_baseline(ctx, HEURISTIC), ctx.categories))]
     ws = config.warm_start
-    per_policy[ORACLE] = [(None, policy_metrics(play_oracle(ctx, ws.beam_width, ws.max_refines)))]
+    per_policy[ORACLE] = [(None, policy_metrics(play_oracle(ctx, ws.beam_width, ws.max_refines), ctx.categories))]
     curves = baseline_curves(ctx, args.semantic_k, args.heuristic_budgets)
     if not (args.no_llm or args.skip_base):
         per_policy[BASE] = [(None, evaluate_base(ctx, config, max_new_tokens, args.runs_dir))]

@@ -25,10 +25,13 @@ class EnvConfig(StrictModel):
     max_steps: int = Field(default=6, ge=1)
     """Most actions per episode (stop included); the episode is truncated after the last."""
     initial_top_k: int = Field(default=5, ge=1)
-    """Entries placed in the working set by the initial search and added by each refine."""
+    """Entries placed in the working set by the initial search (and added by each refine, unless `refine_top_k`)."""
+    refine_top_k: int | None = Field(default=None, ge=1)
+    """Entries a refine adds (None: `initial_top_k`). Fewer makes a refine cheaper in context tokens and
+    rewards a precise query ("Nora moved") over a loose one ("Nora")."""
     refine_new_entries: bool = False
-    """A refine adds its `initial_top_k` best entries not yet retrieved (the search reaches past the
-    working set). Off: the query's top `initial_top_k` hits minus those already retrieved, so a refine
+    """A refine adds its k best entries not yet retrieved (the search reaches past the
+    working set). Off: the query's top k hits minus those already retrieved, so a refine
     with a name read in the working set spends a slot on the entry that showed the name."""
     frontier_limit: int = Field(default=10, ge=1)
     """Most frontier entries offered (and shown) per step, best first."""

@@ -22,6 +22,8 @@ from memora_rl.env.retrieval import EnvSnapshot, RetrievalEnv
 
 _CAPITALISED_RE = re.compile(r"\b[A-Z][a-zA-Z\-]+(?:\s+[A-Z][a-zA-Z\-]+)*")
 _NOT_QUERIES = frozenset({"i", "im", "i'm", "i've", "i'll", "oh", "ok", "okay", "yes", "no", "hey", "hi", "thanks"})
+_WORD_RE = re.compile(r"[A-Za-z]+")
+_QUESTION_WORDS = STOPWORDS | {"which", "what", "where", "who", "whom", "when", "how", "why", "s", "now"}
 STOP_TEXT = format_action(StopAction())
 
 
@@ -64,29 +66,42 @@ def recall_of(turn_ids: set[str], evidence: Sequence[str]) -> float:
 def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[str]:
     """Refine queries drawn only from text the policy sees: names in the working set and frontier, then aspects.
 
-    Names (capitalised words) come first, in the order shown; then the aspect of each abstraction
-    ("Alma + rock climbing" -> "rock climbing"). Words of the current query are skipped.
+    First up to `limit // 2` precise queries: a working-set name with the question's words that the
+    entry showing the name lacks ("Vera city move"). Then up to `limit` loose ones: names (capitalised
+    words) in the order shown, then the aspect of each abstraction ("Alma + rock climbing" -> "rock
+    climbing"). Words of the current query are skipped. The oracle keeps the first of equally good
+    walks, so it teaches the precise query wherever the bare name does no better: a rule a policy can
+    learn, where a bare name finds the asked fact only when it happens to rank first
+    (`EnvConfig.refine_top_k`).
 
     >>> from memora_rl.memory.records import MemoryEntry
     >>> entry = MemoryEntry(id="e1", graph_id="g", abstraction="Alma + sister", value="My sister Vera came over.")
-    >>> snap = EnvSnapshot(False, 0, 4.0, {}, [], None, [entry], [], "Where did Alma's sister move?", None, "")
-    >>> visible_queries(snap, "Where did Alma's sister move?", 5)
-    ['Vera']
+    >>> snap = EnvSnapshot(False, 0, 4.0, {}, [], None, [entry], [], "Which city did Alma's sister move to?", None, "")
+    >>> visible_queries(snap, "Which city did Alma's sister move to?", 5)
+    ['Vera city move', 'Vera']
     """
     taken = {word.lower().removesuffix("'s") for word in re.findall(r"[\w']+", f"{question} {snapshot.query}")}
     names: dict[str, None] = {}
+    precise: dict[str, None] = {}
     aspects: dict[str, None] = {}
-    texts = [entry.value for entry in snapshot.working] + [item.abstraction for item in snapshot.frontier]
-    for text in texts:
+    asked = [word for word in _WORD_RE.findall(question) if word.lower() not in _QUESTION_WORDS and word.islower()]
+    texts = [(entry.value, True) for entry in snapshot.working]
+    texts += [(item.abstraction, False) for item in snapshot.frontier]
+    for text, in_working_set in texts:
         for match in _CAPITALISED_RE.findall(text):
             if match.lower() not in _NOT_QUERIES | STOPWORDS and match.lower() not in taken:
                 names.setdefault(match, None)
+                shown = set(_WORD_RE.findall(text.lower()))
+                rest = [word for word in asked if word not in shown]
+                if in_working_set and rest:
+                    precise.setdefault(" ".join([match, *rest]), None)
     abstractions = [entry.abstraction for entry in snapshot.working] + [item.abstraction for item in snapshot.frontier]
     for abstraction in abstractions:
         aspect = abstraction.split(" + ", 1)[-1].strip()
         if aspect and aspect.lower() not in taken:
             aspects.setdefault(aspect, None)
-    return [*names, *(aspect for aspect in aspects if aspect not in names)][:limit]
+    loose = [*names, *(aspect for aspect in aspects if aspect not in names)][:limit]
+    return [*list(precise)[: limit // 2], *loose]
 
 
 class Oracle:

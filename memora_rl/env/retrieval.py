@@ -41,8 +41,9 @@ class RetrievalEnv(gym.Env[str, str]):
     `UnicodeText(8192)`: the policy's raw turn. It is parsed by `memora_rl.core.parse.parse_action`
     into one JSON action: `{"action": "expand", "ids": [...]}` (add frontier entries; each id must be
     in the current frontier, at most `max_ids_per_expand`), `{"action": "refine", "query": "..."}`
-    (search again: the query's top `initial_top_k` hits not yet retrieved, or with `refine_new_entries`
-    its `initial_top_k` best new entries, join the working set and the frontier is recomputed) or
+    (search again: the query's top k hits not yet retrieved, or with `refine_new_entries` its k best
+    new entries, join the working set and the frontier is recomputed; k is `refine_top_k`, by default
+    `initial_top_k`) or
     `{"action": "stop"}`. Text that does not parse, or an action the rules
     forbid, is an *invalid* action: it costs `invalid_cost` and a step, changes nothing else, is
     recorded in the trajectory and shown to the policy in the next observation.
@@ -221,7 +222,7 @@ class RetrievalEnv(gym.Env[str, str]):
         self._entry_cache: dict[str, MemoryEntry] = {}
         self._episode_cache: dict[str, Episode | None] = {}
         self._set_query(task.question)
-        self._retrieve()
+        self._retrieve(self.config.initial_top_k)
         self._initial_turn_ids = sorted({turn_id for entry in self._working for turn_id in entry.source_turn_ids})
 
     def _set_query(self, query: str) -> None:
@@ -229,9 +230,8 @@ class RetrievalEnv(gym.Env[str, str]):
         self._query = query
         self._query_vector = self._get_embedder().encode_one(query)
 
-    def _retrieve(self) -> None:
+    def _retrieve(self, k: int) -> None:
         """Add the query's top-k hits not yet retrieved (or, with `refine_new_entries`, its k best new ones)."""
-        k = self.config.initial_top_k
         depth = k + len(self._working_ids) if self.config.refine_new_entries else k
         if self.config.episode_channel:
             hits = self.store.search(self.graph_id, self._query, k=depth, episode_channel=True)
@@ -306,7 +306,7 @@ class RetrievalEnv(gym.Env[str, str]):
             if problem:
                 return self._invalid(step, text, problem, query=parsed.query)
             self._set_query(parsed.query)
-            self._retrieve()
+            self._retrieve(self.config.refine_top_k or self.config.initial_top_k)
             return ActionRecord(step=step, text=text, kind="refine", query=parsed.query, cost=self.config.refine_cost)
         ids = list(dict.fromkeys(parsed.ids))
         problem = self._expand_problem(ids)

@@ -258,14 +258,14 @@ def _eval_context(
             store.close()
 
 
-def with_trained_env(config: EvalConfig, trained_env: str | None, trained_overrides: Sequence[str]) -> EvalConfig:
+def with_trained_env(config: EvalConfig, trained_overrides: Sequence[str]) -> EvalConfig:
     """An export is evaluated in the env settings it was trained with: its run's overrides, then `--set`.
 
     A policy trained on compact observations without the few-shot episode sees another prompt in
-    the env's defaults, so evaluating it there measures the prompt change, not the policy. The
-    training overrides apply only on the training env (another env's settings are its own).
+    the env's defaults, so evaluating it there measures the prompt change, not the policy.
+    `trained_overrides` is `ExportManifest.overrides_for(config.env)`: empty on another env.
     """
-    if config.env != trained_env or not trained_overrides:
+    if not trained_overrides:
         return config
     added = [override for override in trained_overrides if override not in config.env_overrides]
     if added:
@@ -289,7 +289,7 @@ def run_eval(config: EvalConfig) -> EvalRun:
 
         manifest = load_export(Path(spec.target)).manifest  # fails before anything is written
         export_id = manifest.export_id
-        config = with_trained_env(config, manifest.env, manifest.env_overrides)
+        config = with_trained_env(config, manifest.overrides_for(config.env))
     _check_split(config.env, config.split, config.env_overrides)
     identity: dict[str, Any] = {"policy": spec.name, "env": config.env, "split": config.split}
     identity["env_overrides"] = list(config.env_overrides)

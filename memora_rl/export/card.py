@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
 from typing import Any
 
 from memora_rl.policy.export_folder import ADAPTER_DIR, MERGED_DIR, ExportManifest
@@ -56,15 +55,6 @@ def _train_metrics(metrics: dict[str, Any]) -> list[str]:
     return [f"- `{key}`: {_number(metrics[key])}" for key in keys[:25]]
 
 
-def _set_flags(overrides: list[str]) -> str:
-    """`memora-rl eval` options that repeat the run's env overrides (quoted for the shell).
-
-    >>> _set_flags(["env.max_steps=5", "env.judge.answerer.model=my model"])
-    " --set env.max_steps=5 --set 'env.judge.answerer.model=my model'"
-    """
-    return "".join(f" --set {shlex.quote(override)}" for override in overrides)
-
-
 def render_model_card(manifest: ExportManifest) -> str:
     """README.md of an export: what it is, how to load and serve it, training setup, data split, metrics."""
     config = manifest.train_config
@@ -91,8 +81,8 @@ def render_model_card(manifest: ExportManifest) -> str:
         "",
         "## Use",
         "```bash",
-        f"memora-rl eval --env {manifest.env or '<env>'}{_set_flags(manifest.env_overrides)} "
-        "--policy <this folder> --split test",
+        f"memora-rl eval --env {manifest.env or '<env>'} --policy <this folder> --split test"
+        + ("  # plays the run's env overrides (Training, below)" if manifest.env_overrides else ""),
         "python -m vllm.entrypoints.openai.api_server --model <base model> --enable-lora \\",
         f"    --lora-modules policy=<this folder>/{ADAPTER_DIR} --max-lora-rank {lora.get('r', 8)}",
         "```",

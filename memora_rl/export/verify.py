@@ -224,7 +224,7 @@ def verify_export(
     if mode == "none":
         return []
     env = env_name or export.manifest.env or DEFAULT_VERIFY_ENV
-    overrides = export.manifest.env_overrides if env == export.manifest.env else []
+    overrides = export.manifest.overrides_for(env)
     records = verify_transformers(export, env, overrides)
     if mode == "vllm":
         records += verify_vllm(export, env, base_url, overrides)

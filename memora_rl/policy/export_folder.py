@@ -88,6 +88,16 @@ class ExportManifest(BaseModel):
     """Overall metrics of `memora-rl eval` runs given at export time."""
     verification: list[VerificationRecord] = Field(default_factory=list)
 
+    def overrides_for(self, env: str) -> list[str]:
+        """The run's env overrides when `env` is its training env, else none (another env keeps its own settings).
+
+        >>> manifest = ExportManifest(export_id="0", created_at="", base_model="m", source_run="r",
+        ...     source_checkpoint="final", env="synthetic-hard", env_overrides=["env.compact=true"])
+        >>> manifest.overrides_for("synthetic-hard"), manifest.overrides_for("locomo")
+        (['env.compact=true'], [])
+        """
+        return list(self.env_overrides) if env == self.env else []
+
 
 @dataclass(frozen=True)
 class Export:

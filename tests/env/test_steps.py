@@ -120,6 +120,18 @@ def test_refine_new_entries_adds_k_entries_the_working_set_lacks(make_hand_env: 
         assert len(added) == 2 or not new_entries
 
 
+def test_refine_top_k_sets_how_many_entries_a_refine_adds(make_hand_env: EnvFactory, hand_store: Any) -> None:
+    """`refine_top_k` caps a refine's additions while the first search keeps `initial_top_k`."""
+    query = "Alma works at Bluefin Analytics"
+    env, _, before = start(make_hand_env, refine_new_entries=True, refine_top_k=1)
+    assert len(before["working_set_ids"]) == env.config.initial_top_k == 2
+    *_, info = env.step(f'{{"action": "refine", "query": "{query}"}}')
+    fresh = [hit.entry_id for hit in hand_store.search("conv-test", query, k=12)]
+    fresh = [entry_id for entry_id in fresh if entry_id not in before["working_set_ids"]]
+    assert info["working_set_ids"] == [*before["working_set_ids"], fresh[0]]
+    assert info["costs"]["refine"] == env.config.refine_cost
+
+
 def test_stop_terminates_with_the_judge_reward(make_hand_env: EnvFactory, judge: Any) -> None:
     env, _, info = start(make_hand_env)
     env.step(expand(info["frontier"][0]["id"]))

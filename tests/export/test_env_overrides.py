@@ -26,7 +26,8 @@ def test_manifest_and_card_carry_the_runs_env_overrides(tmp_path):
     manifest = manifest_of(tmp_path, {"env": "synthetic", "env_overrides": OVERRIDES})
     assert manifest.env_overrides == OVERRIDES and manifest.train_config["env_overrides"] == OVERRIDES
     card = render_model_card(manifest)
-    assert "memora-rl eval --env synthetic --set env.max_steps=5 --set env.judge.cost_weight=0.2 --policy" in card
+    assert "memora-rl eval --env synthetic --policy <this folder> --split test  # plays the run's env" in card
+    assert "overrides `env.max_steps=5 env.judge.cost_weight=0.2`" in card
     assert manifest_of(tmp_path / "old", {"env": "synthetic"}).env_overrides == []  # runs from before the field
 
 
