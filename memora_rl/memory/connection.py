@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from memora_rl.errors import GraphError
 from memora_rl.memory.schema import connect
 
 
@@ -38,11 +39,18 @@ class StoreConnection:
         self.dim: int | None = int(row[0]) if row else None
         """Vector dimension recorded on the store's first vector write; None while it holds no vectors."""
         self._commits = 0  # transactions committed through this connection (any thread)
+        self._batch_thread: int | None = None  # the thread whose `batch` is open, if any
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction under the lock: committed on success, rolled back on any error."""
+        """One write transaction under the lock: committed on success, rolled back on any error.
+
+        Inside this thread's open `batch` it joins the batch, whose end commits or rolls back.
+        """
         with self.lock:
+            if self._batch_thread == threading.get_ident():
+                yield self.conn
+                return
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
@@ -51,6 +59,23 @@ class StoreConnection:
                 self.conn.execute("ROLLBACK")
                 raise
             self._commits += 1
+
+    @contextmanager
+    def batch(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction around every write this thread makes inside the block (all or nothing).
+
+        Raises:
+            GraphError: a batch is already open on this thread (batches do not nest).
+        """
+        with self.lock:
+            if self._batch_thread == threading.get_ident():
+                raise GraphError("batch() is already open on this thread; batches do not nest.")
+            with self.transaction() as conn:
+                self._batch_thread = threading.get_ident()
+                try:
+                    yield conn
+                finally:
+                    self._batch_thread = None
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -16,7 +16,8 @@ Reads, search and frontier are defined here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -133,6 +134,19 @@ class SQLiteGraphStore:
             self._db.conn.close()
 
     # --- writes (done by `GraphWriter`) ------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction around every write made inside the block on this thread: all land or none.
+
+        Other threads' writes on this store wait for it; other connections see it only once it
+        commits. A failure rolls the whole batch back and drops the loaded views (they reload).
+
+        Raises:
+            GraphError: a batch is already open on this thread (batches do not nest).
+        """
+        with self._views.transaction(batch=True):
+            yield
+
     def add_episode(self, episode: Episode) -> Episode:
         """Store (or replace, by id) an episode with the embedding of its cue + text.
 

@@ -80,11 +80,14 @@ class GraphViews:
         self._views.pop(graph_id, None)
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction of the store; on any error it rolls back and drops every view."""
+    def transaction(self, batch: bool = False) -> Iterator[sqlite3.Connection]:
+        """A write transaction of the store; on any error it rolls back and drops every view.
+
+        `batch`: a transaction that this thread's later writes join (`StoreConnection.batch`).
+        """
         with self._db.lock:
             try:
-                with self._db.transaction() as conn:
+                with self._db.batch() if batch else self._db.transaction() as conn:
                     yield conn
             except BaseException:
                 self._views.clear()

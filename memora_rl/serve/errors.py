@@ -1,4 +1,7 @@
-"""HTTP error bodies naming the field and the fix: bad input (422, 400), unknown ids (404), policy LLM down (502)."""
+"""HTTP error bodies naming the field and the fix.
+
+Bad input is 422 or 400, unknown ids 404, an ingest another process raced 409, the policy's LLM down 502.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from fastapi.responses import JSONResponse
 from memora_rl.errors import ConfigError, GraphError, LLMError
 from memora_rl.serve.eval_runs import EvalRunError
 from memora_rl.serve.graphs import UnknownGraphError
+from memora_rl.serve.ingest import IngestConflictError
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,10 @@ async def _on_unknown_graph(_: Request, error: UnknownGraphError) -> JSONRespons
     return _body(404, str(error))
 
 
+async def _on_ingest_conflict(_: Request, error: IngestConflictError) -> JSONResponse:
+    return _body(409, str(error))
+
+
 async def _on_graph_error(_: Request, error: GraphError) -> JSONResponse:
     text = str(error)
     return _body(404 if "not in graph" in text or "not in store" in text else 400, text)
@@ -85,6 +93,7 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers above on `app`."""
     app.add_exception_handler(RequestValidationError, _on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(UnknownGraphError, _on_unknown_graph)  # type: ignore[arg-type]
+    app.add_exception_handler(IngestConflictError, _on_ingest_conflict)  # type: ignore[arg-type]
     app.add_exception_handler(GraphError, _on_graph_error)  # type: ignore[arg-type]
     app.add_exception_handler(ConfigError, _on_config_error)  # type: ignore[arg-type]
     app.add_exception_handler(EvalRunError, _on_eval_run_error)  # type: ignore[arg-type]

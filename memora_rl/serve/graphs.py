@@ -1,7 +1,7 @@
 """Which graph lives in which store: a reader and a writer connection per store file, found by graph id.
 
 Reads (retrieve, search, pages) share one `SQLiteGraphStore` per file; ingest writes through a
-second connection (`BatchSQLiteStore`), serialised by a lock, so a batch in progress is never
+second connection (one `SQLiteGraphStore.batch()` per ingest), serialised by a lock, so a batch in progress is never
 visible to readers (SQLite WAL isolation) and readers reload their views after it commits.
 """
 
@@ -15,7 +15,6 @@ from pathlib import Path
 from memora_rl.embedding import Embedder
 from memora_rl.errors import GraphError
 from memora_rl.memory.sqlite_store import SQLiteGraphStore, open_store
-from memora_rl.serve.batch_store import BatchSQLiteStore
 from memora_rl.serve.schemas import GraphSummary
 
 logger = logging.getLogger(__name__)
@@ -31,7 +30,7 @@ class StoreHandle:
 
     path: Path
     reader: SQLiteGraphStore
-    writer: BatchSQLiteStore
+    writer: SQLiteGraphStore
     ingest_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -45,7 +44,7 @@ class GraphRegistry:
 
     def __init__(self, paths: list[Path], embedder: Embedder) -> None:
         self.handles = [
-            StoreHandle(path=Path(p), reader=open_store(p, embedder=embedder), writer=BatchSQLiteStore(p, embedder))
+            StoreHandle(path=Path(p), reader=open_store(p, embedder=embedder), writer=open_store(p, embedder=embedder))
             for p in paths
         ]
         self._check_unique_ids()

@@ -4,7 +4,9 @@ A batch becomes one new session of the graph's conversation (index = the highest
 session + 1), so episode ids (`ep-s<session>-<n>`) and default turn ids (`D<session>:<n>`)
 never collide with earlier batches. The extractive builder plans the batch without the store
 (all embedding happens before the write lock is taken); other builders (Memora, NEMORI) run
-their `build` inside the batch. Either way a failure rolls the whole batch back.
+their `build` inside the batch. Either way a failure rolls the whole batch back. Inside the
+batch the session number is read again: if another process sharing the store file wrote a
+session since, the batch is refused (`IngestConflictError`, HTTP 409) and nothing is written.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Protocol
 
 from memora_rl.builders.base import Builder
 from memora_rl.data.records import Conversation, Session, Turn
-from memora_rl.errors import ConfigError
+from memora_rl.errors import ConfigError, GraphError
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import Decider
 from memora_rl.serve.graphs import StoreHandle
@@ -26,6 +28,10 @@ logger = logging.getLogger(__name__)
 
 _SESSION_OF_EPISODE = re.compile(r"^ep-s(\d+)-")
 _SESSION_OF_TURN = re.compile(r"^D(\d+):")
+
+
+class IngestConflictError(GraphError):
+    """Another writer of the store file added a session to the graph while this batch was prepared (HTTP 409)."""
 
 
 class PlanningBuilder(Protocol):
@@ -48,6 +54,16 @@ def next_session_index(handle: StoreHandle, graph_id: str) -> int:
         numbers.append(int(found.group(1)) if found else 0)
         numbers += [int(m.group(1)) for t in episode.source_turn_ids if (m := _SESSION_OF_TURN.match(t))]
     return max(numbers) + 1
+
+
+def _check_session(handle: StoreHandle, graph_id: str, session_index: int) -> None:
+    """Inside the batch: refuse it when another process wrote session `session_index` meanwhile."""
+    now = next_session_index(handle, graph_id)
+    if now != session_index:
+        raise IngestConflictError(
+            f"graph {graph_id!r}: another writer of {handle.path} added session {now - 1} while this batch was "
+            f"prepared as session {session_index}; nothing was written, send the batch again."
+        )
 
 
 def batch_conversation(request: IngestRequest, session_index: int) -> Conversation:
@@ -84,6 +100,7 @@ def _write_planned(handle: StoreHandle, builder: PlanningBuilder, conversation: 
     outcome: dict[str, list[str]] = {"episodes": [], "created": [], "merged": [], "replaced": []}
     writer = handle.writer
     with writer.batch():
+        _check_session(handle, graph_id, conversation.sessions[0].index)
         for segment in plan:
             writer.add_episode(segment.episode)
             outcome["episodes"].append(segment.episode.id)
@@ -107,6 +124,7 @@ def _write_built(handle: StoreHandle, builder: Builder, conversation: Conversati
     before = {entry.id: entry for entry in writer.entries(graph_id)} if known else {}
     episodes_before = {episode.id for episode in writer.episodes(graph_id)} if known else set()
     with writer.batch():
+        _check_session(handle, graph_id, conversation.sessions[0].index)
         builder.build(conversation, writer, graph_id)
         after = writer.entries(graph_id)
         episodes = [episode.id for episode in writer.episodes(graph_id) if episode.id not in episodes_before]

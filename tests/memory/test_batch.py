@@ -1,4 +1,4 @@
-"""`BatchSQLiteStore.batch()`: one transaction per batch on a real SQLite store (a failure leaves nothing)."""
+"""`SQLiteGraphStore.batch()`: one transaction per batch on a real SQLite store (a failure leaves nothing)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pytest
 
 from memora_rl.errors import GraphError
 from memora_rl.memory import EntryCandidate, Episode, always_create, open_store
-from memora_rl.serve.batch_store import BatchSQLiteStore
 
 
 def _candidate(text: str) -> EntryCandidate:
@@ -17,7 +16,7 @@ def _candidate(text: str) -> EntryCandidate:
 
 def test_failed_batch_rolls_back_everything(tmp_path: Path, embedder) -> None:
     path = tmp_path / "batch.sqlite"
-    store = BatchSQLiteStore(path, embedder)
+    store = open_store(path, embedder=embedder)
     store.upsert_entry("g", _candidate("kept"), always_create)
     with pytest.raises(RuntimeError, match="injected"), store.batch():
         store.add_episode(Episode(id="ep-1", graph_id="g", text="a half batch"))
@@ -34,7 +33,7 @@ def test_failed_batch_rolls_back_everything(tmp_path: Path, embedder) -> None:
 
 def test_batch_commits_once_and_readers_see_it_only_after(tmp_path: Path, embedder) -> None:
     path = tmp_path / "batch.sqlite"
-    writer = BatchSQLiteStore(path, embedder)
+    writer = open_store(path, embedder=embedder)
     writer.upsert_entry("g", _candidate("first"), always_create)
     reader = open_store(path, embedder=embedder)
     with writer.batch():

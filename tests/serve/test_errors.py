@@ -1,0 +1,34 @@
+"""Each error the service raises maps to its HTTP status and a body that says what to do."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from memora_rl.errors import GraphError
+from memora_rl.serve.errors import install_error_handlers
+from memora_rl.serve.graphs import UnknownGraphError
+from memora_rl.serve.ingest import IngestConflictError
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (IngestConflictError("graph 'g': another writer added session 3; send the batch again."), 409),
+        (UnknownGraphError("graph 'nope' is not served"), 404),
+        (GraphError("Entry 'e9' is not in graph 'g'"), 404),
+        (GraphError("batch() is already open on this thread; batches do not nest."), 400),
+    ],
+)
+def test_errors_map_to_their_status_with_the_message(error: Exception, status: int) -> None:
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/fail")
+    def fail() -> None:
+        raise error
+
+    response = TestClient(app).get("/fail")
+    assert response.status_code == status
+    assert response.json()["error"] == str(error)
