@@ -75,6 +75,11 @@ class GRPOSettings(StrictModel):
     Multi-turn retrieval presets use `none`: dividing by a group's std turns a small budget cost into a
     unit-size advantage, and on synthetic-hard it taught a warm-started policy to stop at once."""
 
+    tasks: Literal["all", "missed"] = "all"
+    """Training tasks: `all`, or `missed`: only those the starting policy's greedy walk leaves below full
+    recall, found by playing it once before step 1 (vllm backend). Where greedy already finds everything,
+    sampled walks can only tie or lose, so those groups teach cost, not retrieval (docs/learning.md, section 9)."""
+
     @model_validator(mode="after")
     def _check_groups(self) -> GRPOSettings:
         """Reject a batch that does not hold whole groups and a turn longer than the completion budget."""

@@ -1,6 +1,7 @@
 """`run(config)`: one GRPO training run, end to end (env, policy, server, trainer, outputs).
 
-Outputs under `checkpoints/<run>/`: `config.yaml` (resolved), `data_split.json`, `metrics.jsonl`,
+Outputs under `checkpoints/<run>/`: `config.yaml` (resolved), `data_split.json` (with `grpo.tasks=missed`
+also `start_recall.json`, the starting policy's recall per training task), `metrics.jsonl`,
 `samples.jsonl`, `data_order.jsonl`, `wandb_id` and `wandb/` (unless wandb is disabled),
 `checkpoint-<step>/` (adapter, optimizer, scheduler, trainer state, RNG, config, split) and
 `final/` (the trained adapter and tokenizer).
@@ -57,6 +58,40 @@ def resume_hint(config: TrainConfig, step: int) -> str:
         f"The run stopped at step {step}; its last checkpoint is {last}. Once the server answers, continue "
         "it: run the same command with `--resume` (or the override `resume=true`)."
     )
+
+
+def _focus_tasks(
+    config: TrainConfig, tasks: list[Any], env_factory: Any, server_url: str | None, max_turns: int
+) -> list[Any]:
+    """The tasks GRPO samples (`grpo.tasks`); `missed` plays the starting policy greedily once to pick them.
+
+    A resumed run keeps the tasks it started with (a replay could pick others).
+    """
+    if config.grpo.tasks == "all":
+        return tasks
+    saved = config.output_dir / "data_split.json"
+    if config.resume and saved.is_file():
+        kept = set(json.loads(saved.read_text())["task_ids"])
+        return [task for task in tasks if task.id in kept]
+    if server_url is None:
+        raise ConfigError("grpo.tasks=missed plays the starting policy through the rollout server; use backend=vllm.")
+    from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
+    from memora_rl.training.task_focus import missed_tasks
+
+    policy = make_llm_policy(
+        LLMPolicyConfig(
+            backend="server", model=base_model_name(server_url), base_url=server_url,
+            max_new_tokens=config.grpo.max_new_tokens, name="start",
+        )
+    )  # fmt: skip
+    kept, recall = missed_tasks(env_factory, tasks, policy, max_turns)
+    (config.output_dir / "start_recall.json").write_text(json.dumps(recall, indent=1))
+    if not kept:
+        raise ConfigError(
+            "grpo.tasks=missed: the starting policy reaches full recall on every training task, so there is "
+            "nothing to train on; use grpo.tasks=all."
+        )
+    return kept
 
 
 def _prepare_run_dir(config: TrainConfig) -> Path | None:
@@ -177,8 +212,6 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         config = with_warm_start(config, device)
     base_model, tokenizer, lora = build_policy(config, device)
     env, tasks, env_factory = _load_env(config, tokenizer)
-    _write_split(config, [task.id for task in tasks])
-    dataset, task_by_prompt = tasks_dataset(tasks)
     reward_funcs, reward_weights = make_component_rewards(config.reward_weights or judge_weights(env.config.judge))
     from memora_rl.policy.render import chat_opener
 
@@ -188,6 +221,9 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     stop_ids = end_of_turn_ids(tokenizer, player.turn_format)
     server = vllm_server(config) if config.backend == "vllm" else contextlib.nullcontext(None)
     with server as server_url, wandb_run(config) as sink:
+        tasks = _focus_tasks(config, tasks, env_factory, server_url, env.config.max_steps)
+        _write_split(config, [task.id for task in tasks])
+        dataset, task_by_prompt = tasks_dataset(tasks)
         generator: Generator
         trainer_callbacks: list[Any] = [CheckpointExtras(config.output_dir)]
         sync = None

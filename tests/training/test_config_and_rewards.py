@@ -137,3 +137,23 @@ def test_logged_only_episode_metrics_become_zero_weight_rewards():
     names = [f.__name__ for f in funcs]
     assert all(reward_weights[names.index(name)] == 0.0 for name in new)
     assert metric_name("rewards/actions_forced/mean") == "reward/actions_forced"
+
+
+def test_missed_tasks_need_the_rollout_server_and_a_resume_keeps_the_started_set(tmp_path):
+    """`grpo.tasks`: `all` passes the tasks through; `missed` without a server fails; a resume reads its split."""
+    import json
+
+    from memora_rl.training.run import _focus_tasks
+    from tests.training.conftest import make_tasks
+
+    tasks = make_tasks(4)
+    base = ["grpo.tasks=missed", f"output_root={tmp_path}"]
+    config = load_config(TrainConfig, CONFIGS / "grpo" / "tiny.yaml", ["grpo.tasks=all"])
+    assert _focus_tasks(config, tasks, None, None, 5) == tasks
+    config = load_config(TrainConfig, CONFIGS / "grpo" / "tiny.yaml", base)
+    with pytest.raises(ConfigError, match="use backend=vllm"):
+        _focus_tasks(config, tasks, None, None, 5)
+    config.output_dir.mkdir(parents=True)
+    (config.output_dir / "data_split.json").write_text(json.dumps({"task_ids": ["t3", "t1"]}))
+    resumed = load_config(TrainConfig, CONFIGS / "grpo" / "tiny.yaml", [*base, "resume=true"])
+    assert [task.id for task in _focus_tasks(resumed, tasks, None, None, 5)] == ["t1", "t3"]
