@@ -113,21 +113,27 @@ def endpoint(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
 
 
 def play(
-    args: argparse.Namespace, tasks: list[Any], make_env: Any, base_url: str, model: str, seed: int | None
-) -> dict:
+    args: argparse.Namespace,
+    tasks: list[Any],
+    make_env: Any,
+    max_turns: int,
+    base_url: str,
+    model: str,
+    seed: int | None,
+) -> dict[str, float]:
     """Evidence recall per task id of one pass over `tasks` (greedy when `seed` is None)."""
     from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
-    from memora_rl.policy.runner import run_episodes_sync
+    from memora_rl.training.task_focus import recall_per_task
 
     config = LLMPolicyConfig(
-        backend="server", model=model, base_url=base_url, max_new_tokens=args.max_new_tokens,
-        temperature=0.0 if seed is None else args.temperature, seed=seed,
-    )  # fmt: skip
-    max_turns = make_env().config.max_steps
-    results = run_episodes_sync(
-        make_env, tasks, make_llm_policy(config), concurrency=args.concurrency, max_turns=max_turns, progress=False
+        backend="server",
+        model=model,
+        base_url=base_url,
+        max_new_tokens=args.max_new_tokens,
+        temperature=0.0 if seed is None else args.temperature,
+        seed=seed,
     )
-    return {task.id: result.reward_components["evidence_recall"] for task, result in zip(tasks, results, strict=True)}
+    return recall_per_task(make_env, tasks, make_llm_policy(config), max_turns, args.concurrency, progress=False)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -139,16 +145,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    _, all_tasks = make_env(args.env, split=args.split, overrides=args.overrides)
+    env, all_tasks = make_env(args.env, split=args.split, overrides=args.overrides)
     tasks = sample_tasks(all_tasks, args.limit)
 
     def factory() -> Any:
         return make_env(args.env, split=args.split, overrides=args.overrides)[0]
 
     with endpoint(args) as (base_url, model):
-        greedy = play(args, tasks, factory, base_url, model, None)
+        greedy = play(args, tasks, factory, env.config.max_steps, base_url, model, None)
         passes = [
-            play(args, tasks, factory, base_url, model, 1000 + index)
+            play(args, tasks, factory, env.config.max_steps, base_url, model, 1000 + index)
             for index in track(range(args.samples), description="sampled passes")
         ]
     samples = {task.id: [one[task.id] for one in passes] for task in tasks}

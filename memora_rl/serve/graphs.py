@@ -1,7 +1,7 @@
 """Which graph lives in which store: a reader and a writer connection per store file, found by graph id.
 
 Reads (retrieve, search, pages) share one `SQLiteGraphStore` per file; ingest writes through a
-second connection (one `SQLiteGraphStore.batch()` per ingest), serialised by a lock, so a batch in progress is never
+second one (a `batch()` per ingest), serialised by a lock, so a batch in progress is never
 visible to readers (SQLite WAL isolation) and readers reload their views after it commits.
 """
 

@@ -19,6 +19,21 @@ from memora_rl.policy.runner import run_episodes_sync
 logger = logging.getLogger(__name__)
 
 
+def recall_per_task(
+    make_env: Callable[[], Any],
+    tasks: Sequence[Task],
+    policy: Policy,
+    max_turns: int,
+    concurrency: int = 8,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Evidence recall of `policy`'s walk on each task, by task id (one pass, `concurrency` episodes at once)."""
+    results = run_episodes_sync(
+        make_env, tasks, policy, concurrency=concurrency, max_turns=max_turns, progress=progress
+    )
+    return {task.id: result.reward_components["evidence_recall"] for task, result in zip(tasks, results, strict=True)}
+
+
 def missed_tasks(
     make_env: Callable[[], Any], tasks: Sequence[Task], policy: Policy, max_turns: int, concurrency: int = 8
 ) -> tuple[list[Task], dict[str, float]]:
@@ -31,8 +46,7 @@ def missed_tasks(
         max_turns: Safety bound on steps per episode.
         concurrency: Episodes played at once.
     """
-    results = run_episodes_sync(make_env, tasks, policy, concurrency=concurrency, max_turns=max_turns, progress=True)
-    recall = {task.id: result.reward_components["evidence_recall"] for task, result in zip(tasks, results, strict=True)}
+    recall = recall_per_task(make_env, tasks, policy, max_turns, concurrency)
     kept = [task for task in tasks if recall[task.id] < 1.0]
     logger.info(
         "grpo.tasks=missed: the starting policy reaches full recall on %d of %d training tasks; GRPO trains on %d",
