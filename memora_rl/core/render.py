@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from memora_rl.core import prompts
-from memora_rl.core.state import EpisodeGroup, FrontierView, ObservationState
+from memora_rl.core.state import EpisodeGroup, FrontierView, ObservationState, value_date
 
 logger = logging.getLogger(__name__)
 
@@ -198,8 +198,9 @@ def _working_set_lines(
 
     `episode_texts` are the groups' shortened episode texts ("" for the group without an episode).
     """
+    dates = {entry.id: value_date(entry) if state.show_dates else "" for entry in state.working_set}
     entry_lines = [
-        layout.entry.format(entry_id=entry.id, abstraction=abstraction, value=value)
+        layout.entry.format(entry_id=entry.id, abstraction=dated(abstraction, dates[entry.id]), value=value)
         for entry, abstraction, value in zip(state.working_set, abstractions, values, strict=True)
     ]
     if groups is None:
@@ -216,8 +217,18 @@ def _working_set_lines(
     return lines
 
 
+def dated(abstraction: str, date: str) -> str:
+    """`abstraction` after its date when there is one; dates are never cut with the abstraction.
+
+    >>> dated("Alma + job", "2023-06-01"), dated("Alma + job", "")
+    ('2023-06-01 Alma + job', 'Alma + job')
+    """
+    return f"{date} {abstraction}" if date else abstraction
+
+
 def _frontier_line(item: FrontierView, abstraction: str, layout: Layout) -> str:
     """One frontier item; anchor links keep the plain `via "<anchor>"` form, others name their kind."""
+    abstraction = dated(abstraction, item.date)
     if item.via == "anchor":
         return layout.frontier_item.format(
             entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction

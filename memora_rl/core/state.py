@@ -17,6 +17,17 @@ CONTEXT_MODES: tuple[ContextMode, ...] = get_args(ContextMode)
 """Every context mode, the default (`factual`) first."""
 
 
+def value_date(entry: MemoryEntry) -> str:
+    """The day the entry's current value was stated (`updated_at`, else `created_at`), ISO; "" when unknown.
+
+    >>> from datetime import datetime
+    >>> value_date(MemoryEntry(id="e1", graph_id="g", abstraction="a", value="v", created_at=datetime(2023, 6, 1, 9)))
+    '2023-06-01'
+    """
+    when = entry.updated_at or entry.created_at
+    return when.date().isoformat() if when else ""
+
+
 @dataclass(frozen=True)
 class EpisodeGroup:
     """Retrieved entries under one episode (None: entries with no stored episode)."""
@@ -65,6 +76,8 @@ class FrontierView(BaseModel):
     via: FrontierLink = "anchor"
     """The kind of link: `anchor` renders as today (`via "<anchor>"`), the others name themselves
     (`via episode "<cue>"`, `via similar "<abstraction>"`)."""
+    date: str = ""
+    """The date of the entry's value as shown before its abstraction (`EnvConfig.show_dates`); "" shows none."""
 
 
 class ObservationState(BaseModel):
@@ -95,6 +108,8 @@ class ObservationState(BaseModel):
     each episode's text followed by its entries' lines (`episodic+factual`)."""
     episodes: list[Episode] = Field(default_factory=list)
     """Stored episodes of the working set's entries (read only by the episodic context modes)."""
+    show_dates: bool = False
+    """Show each working-set entry's date (`value_date`) before its abstraction (`EnvConfig.show_dates`)."""
 
     @property
     def episode_groups(self) -> list[EpisodeGroup]:

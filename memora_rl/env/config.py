@@ -42,6 +42,9 @@ class EnvConfig(StrictModel):
     compact: bool = False
     """Render observations in the compact layout (about half the tokens; the policy's system prompt
     follows it). Worth it for multi-turn training, where every observation stays in the context."""
+    show_dates: bool = False
+    """Show the date of each entry's value before its abstraction, in the working set and the frontier, so a
+    policy can tell the latest of several values of one fact (knowledge updates) from what it sees."""
     few_shot: bool = True
     """Open the policy's chat with a worked example episode (about 500 prompt tokens). A warm-started
     policy has learned the format from oracle walks and can do without it."""

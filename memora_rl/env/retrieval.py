@@ -14,7 +14,7 @@ import gymnasium as gym
 from memora_rl.core.context import build_context
 from memora_rl.core.parse import ActionParseError, ExpandAction, RefineAction, StopAction, parse_action
 from memora_rl.core.render import Tokenizer, count_tokens, link_label, one_line, render_observation
-from memora_rl.core.state import FrontierView, ObservationState
+from memora_rl.core.state import FrontierView, ObservationState, value_date
 from memora_rl.core.trajectory import ActionKind, ActionRecord, StopReason, Trajectory
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
@@ -266,6 +266,7 @@ class RetrievalEnv(gym.Env[str, str]):
                 anchor=item.anchor_text if item.via == "anchor" else link_label(item.anchor_text),
                 abstraction=entries[item.entry_id].abstraction if item.entry_id in entries else "",
                 via=item.via,
+                date=value_date(entries[item.entry_id]) if self.config.show_dates and item.entry_id in entries else "",
             )
             for item in items
             if item.entry_id not in self._working_ids
@@ -424,6 +425,7 @@ class RetrievalEnv(gym.Env[str, str]):
             last_error=self._last_error,
             context_mode=self.config.context_mode,
             episodes=self._episodes(),
+            show_dates=self.config.show_dates,
         )
         config = self.config
         self._observation = render_observation(state, self.tokenizer, config.max_prompt_tokens, config.compact)

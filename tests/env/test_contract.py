@@ -145,3 +145,21 @@ def test_every_env_spec_is_valid_and_unknown_names_list_the_valid_ones() -> None
         get_env_spec("atari")
     with pytest.raises(ConfigError, match="Unknown split"):
         make_env("synthetic", split="dev")  # type: ignore[arg-type]
+
+
+def test_show_dates_puts_each_stored_date_in_the_observation(judge: Any) -> None:
+    """With `env.show_dates` every working-set and frontier line starts with its entry's stored date."""
+    overrides = [*SMALL_DATA["synthetic"], "env.show_dates=true", "env.compact=true"]
+    env, tasks = make_env("synthetic", split="all", overrides=overrides, judge=judge)
+    observation, info = env.reset(options={"task": tasks[0]})
+    ids = info["working_set_ids"] + [item["id"] for item in info["frontier"]]
+    entries = env.store.get_entries(env.graph_id, ids)
+    assert entries and all(entry.created_at is not None for entry in entries)
+    lines = observation.splitlines()
+    for entry in entries:
+        date = (entry.updated_at or entry.created_at).date().isoformat()
+        assert any(line.startswith(f"{entry.id} {date} {entry.abstraction}") for line in lines), entry.id
+    plain, _ = make_env("synthetic", split="all", overrides=SMALL_DATA["synthetic"], judge=judge)[0].reset(
+        options={"task": tasks[0]}
+    )
+    assert not any(date in plain for date in {(e.updated_at or e.created_at).date().isoformat() for e in entries})

@@ -85,3 +85,21 @@ def test_compact_prompt_is_shorter_with_the_chat_template(tokenizer) -> None:
         return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
     assert prompt_tokens(True) < 0.8 * prompt_tokens(False)
+
+
+def test_dates_go_before_abstractions_only_when_shown() -> None:
+    from datetime import datetime
+
+    state = make_state()
+    dated_working = [entry.model_copy(update={"created_at": datetime(2023, 5, day)}) for day, entry in
+                     enumerate(state.working_set, start=1)]  # fmt: skip
+    dated_frontier = [item.model_copy(update={"date": "2023-08-19"}) for item in state.frontier[:1]]
+    hidden = state.model_copy(update={"working_set": dated_working})
+    shown = state.model_copy(update={"working_set": dated_working, "frontier": dated_frontier, "show_dates": True})
+    assert "2023-05" not in render_observation(hidden, max_prompt_tokens=10_000, compact=True)
+    compact = render_observation(shown, max_prompt_tokens=10_000, compact=True).splitlines()
+    assert "e1 2023-05-02 Alma + fact 1: " + " ".join(f"word1_{j}" for j in range(8)) in compact
+    assert "e100 2023-08-19 Alma + linked 0" in compact
+    full = render_observation(shown, max_prompt_tokens=10_000)
+    assert "[e0] 2023-05-01 Alma + fact 0: " in full
+    assert '[e100] via "Alma + topic 0": 2023-08-19 Alma + linked 0' in full
