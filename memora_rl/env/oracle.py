@@ -20,9 +20,10 @@ from memora_rl.data.records import Task
 from memora_rl.data.synthetic import STOPWORDS
 from memora_rl.env.retrieval import EnvSnapshot, RetrievalEnv
 
-_CAPITALISED_RE = re.compile(r"\b[A-Z][a-zA-Z\-]+(?:\s+[A-Z][a-zA-Z\-]+)*")
+_NAME_WORD = r"[^\W\d_](?:[^\W\d_]|-)+"  # two or more letters (any script) or hyphens, starting with a letter
+_WORD_RUN_RE = re.compile(rf"\b{_NAME_WORD}(?:\s+{_NAME_WORD})*")
 _NOT_QUERIES = frozenset({"i", "im", "i'm", "i've", "i'll", "oh", "ok", "okay", "yes", "no", "hey", "hi", "thanks"})
-_WORD_RE = re.compile(r"[A-Za-z]+")
+_WORD_RE = re.compile(r"[^\W\d_]+")
 _QUESTION_WORDS = STOPWORDS | {"which", "what", "where", "who", "whom", "when", "how", "why", "s", "now"}
 STOP_TEXT = format_action(StopAction())
 
@@ -63,6 +64,24 @@ def recall_of(turn_ids: set[str], evidence: Sequence[str]) -> float:
     return 1.0 if not gold else len(gold & turn_ids) / len(gold)
 
 
+def capitalised_phrases(text: str) -> list[str]:
+    """Runs of capitalised words, the names a refine can use; letters of any script, so "Malmö" stays whole.
+
+    >>> capitalised_phrases("We moved to Malmö near Quebec City; I met Jean-Luc's sister.")
+    ['We', 'Malmö', 'Quebec City', 'Jean-Luc']
+    """
+    phrases: list[str] = []
+    for run in _WORD_RUN_RE.finditer(text):
+        current: list[str] = []
+        for word in [*run.group().split(), ""]:
+            if word[:1].isupper():
+                current.append(word)
+            elif current:
+                phrases.append(" ".join(current))
+                current = []
+    return phrases
+
+
 def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[str]:
     """Refine queries drawn only from text the policy sees: names in the working set and frontier, then aspects.
 
@@ -88,7 +107,7 @@ def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[st
     texts = [(entry.value, True) for entry in snapshot.working]
     texts += [(item.abstraction, False) for item in snapshot.frontier]
     for text, in_working_set in texts:
-        for match in _CAPITALISED_RE.findall(text):
+        for match in capitalised_phrases(text):
             if match.lower() not in _NOT_QUERIES | STOPWORDS and match.lower() not in taken:
                 names.setdefault(match, None)
                 shown = set(_WORD_RE.findall(text.lower()))
