@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from memora_rl.core.render import Tokenizer, count_tokens
-from memora_rl.core.state import ContextMode, group_by_episode
+from memora_rl.core.state import ContextMode, group_by_episode, value_date
 from memora_rl.memory.records import Episode, MemoryEntry
 
 
@@ -37,8 +37,8 @@ def entry_line(entry: MemoryEntry) -> str:
     >>> entry_line(MemoryEntry(id="e1", graph_id="g", abstraction="Alice's employer", value="Alice works at Nova"))
     "- Alice's employer: Alice works at Nova"
     """
-    moment = entry.updated_at or entry.created_at
-    stamp = f"[{moment.date().isoformat()}] " if moment is not None else ""
+    date = value_date(entry)
+    stamp = f"[{date}] " if date else ""
     return f"- {stamp}{entry.abstraction}: {entry.value}"
 
 

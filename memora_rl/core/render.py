@@ -226,9 +226,9 @@ def dated(abstraction: str, date: str) -> str:
     return f"{date} {abstraction}" if date else abstraction
 
 
-def _frontier_line(item: FrontierView, abstraction: str, layout: Layout) -> str:
+def _frontier_line(item: FrontierView, abstraction: str, layout: Layout, show_dates: bool) -> str:
     """One frontier item; anchor links keep the plain `via "<anchor>"` form, others name their kind."""
-    abstraction = dated(abstraction, item.date)
+    abstraction = dated(abstraction, item.date if show_dates else "")
     if item.via == "anchor":
         return layout.frontier_item.format(
             entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction
@@ -260,7 +260,7 @@ def _compose(
     if frontier:
         lines.append(layout.frontier_header.format(count=len(frontier), max_ids=state.max_ids_per_expand))
         for item, abstraction in zip(frontier, frontier_abstractions, strict=True):
-            lines.append(_frontier_line(item, abstraction, layout))
+            lines.append(_frontier_line(item, abstraction, layout, state.show_dates))
     else:
         lines.append(layout.frontier_empty)
     lines.append(

@@ -77,7 +77,7 @@ class FrontierView(BaseModel):
     """The kind of link: `anchor` renders as today (`via "<anchor>"`), the others name themselves
     (`via episode "<cue>"`, `via similar "<abstraction>"`)."""
     date: str = ""
-    """The date of the entry's value as shown before its abstraction (`EnvConfig.show_dates`); "" shows none."""
+    """The date of the entry's value (`value_date`), shown before its abstraction when `ObservationState.show_dates`."""
 
 
 class ObservationState(BaseModel):
@@ -109,7 +109,7 @@ class ObservationState(BaseModel):
     episodes: list[Episode] = Field(default_factory=list)
     """Stored episodes of the working set's entries (read only by the episodic context modes)."""
     show_dates: bool = False
-    """Show each working-set entry's date (`value_date`) before its abstraction (`EnvConfig.show_dates`)."""
+    """Show each working-set entry's and frontier item's date before its abstraction (`EnvConfig.show_dates`)."""
 
     @property
     def episode_groups(self) -> list[EpisodeGroup]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 
 from pydantic import BaseModel
 
@@ -70,16 +71,12 @@ def capitalised_phrases(text: str) -> list[str]:
     >>> capitalised_phrases("We moved to Malmö near Quebec City; I met Jean-Luc's sister.")
     ['We', 'Malmö', 'Quebec City', 'Jean-Luc']
     """
-    phrases: list[str] = []
-    for run in _WORD_RUN_RE.finditer(text):
-        current: list[str] = []
-        for word in [*run.group().split(), ""]:
-            if word[:1].isupper():
-                current.append(word)
-            elif current:
-                phrases.append(" ".join(current))
-                current = []
-    return phrases
+    return [
+        " ".join(words)
+        for run in _WORD_RUN_RE.finditer(text)
+        for capitalised, words in groupby(run.group().split(), key=lambda word: word[0].isupper())
+        if capitalised
+    ]
 
 
 def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[str]:
@@ -107,11 +104,11 @@ def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[st
     texts = [(entry.value, True) for entry in snapshot.working]
     texts += [(item.abstraction, False) for item in snapshot.frontier]
     for text, in_working_set in texts:
+        shown = set(_WORD_RE.findall(text.lower()))
+        rest = [word for word in asked if word not in shown]
         for match in capitalised_phrases(text):
             if match.lower() not in _NOT_QUERIES | STOPWORDS and match.lower() not in taken:
                 names.setdefault(match, None)
-                shown = set(_WORD_RE.findall(text.lower()))
-                rest = [word for word in asked if word not in shown]
                 if in_working_set and rest:
                     precise.setdefault(" ".join([match, *rest]), None)
     abstractions = [entry.abstraction for entry in snapshot.working] + [item.abstraction for item in snapshot.frontier]

@@ -266,7 +266,7 @@ class RetrievalEnv(gym.Env[str, str]):
                 anchor=item.anchor_text if item.via == "anchor" else link_label(item.anchor_text),
                 abstraction=entries[item.entry_id].abstraction if item.entry_id in entries else "",
                 via=item.via,
-                date=value_date(entries[item.entry_id]) if self.config.show_dates and item.entry_id in entries else "",
+                date=value_date(entries[item.entry_id]) if item.entry_id in entries else "",
             )
             for item in items
             if item.entry_id not in self._working_ids
