@@ -5,7 +5,8 @@ For each conversation (one graph, id = conversation id by default):
 1. **Episodes** are segments of a session (`statements.window_segments` or
    `statements.change_point_segments`); each covers its turns' ids and times.
 2. **Entries** are the salient statements (`statements.turn_statements`): value = the
-   statement verbatim, abstraction = "<speaker> + <top keyphrase>", kind episodic or
+   statement verbatim, abstraction = "<entity> + <top keyphrase>" (the entity is the speaker,
+   or the third party a statement opens with: "Hugo + adelaide"), kind episodic or
    factual (`statements.statement_kind`), source turn ids = the statement's turn.
 3. **Anchors** are 1..`max_anchors` "<entity> + <aspect>" cues. Aspects are keyphrases
    chosen KeyBERT style: candidate n-grams of the statement (`keyphrases.candidate_phrases`)
@@ -13,7 +14,8 @@ For each conversation (one graph, id = conversation id by default):
    kept, later ones only when their cosine reaches `anchor_min_score`. The entity is the
    speaker; when the statement names a third party (a capitalised name that is neither
    speaker nor a prefix of one, e.g. a nickname), one anchor pairs that name with the best
-   aspect that does not already contain it.
+   aspect that does not already contain it. A name the conversation writes mid-sentence
+   counts at a sentence's start too (`conversation_names`).
 4. Entries go through `store.upsert_entry` with `OverlapDecider`: merge into a similar
    entry only when it has the same speaker and a near-identical value (token Jaccard
    >= `merge_min_overlap`), else create.
@@ -51,6 +53,7 @@ from memora_rl.builders.keyphrases import (
     find_names,
     mmr_select,
     normalise_token,
+    seen_names_of,
     words,
 )
 from memora_rl.builders.statements import (
@@ -173,15 +176,48 @@ def speaker_name_tokens(speakers: Sequence[str]) -> list[str]:
     return tokens
 
 
-def third_party_names(text: str, speakers: Sequence[str]) -> list[str]:
+def third_party_names(text: str, speakers: Sequence[str], seen_names: Sequence[str] = ()) -> list[str]:
     """Names in `text` that are neither a speaker nor a prefix of a speaker's name (a nickname).
+
+    `seen_names` (the conversation's, `conversation_names`) also count where they open a sentence.
 
     >>> third_party_names("Mel, Caroline and I met Jon in Paris.", ["Caroline", "Melanie"])
     ['Jon', 'Paris']
+    >>> third_party_names("Jon moved to Oslo.", ["Caroline"], seen_names=["Jon"])
+    ['Jon', 'Oslo']
     """
     known = [normalise_token(token) for token in speaker_name_tokens(speakers)]
-    found = find_names(text, known_names=speaker_name_tokens(speakers))
+    found = find_names(text, known_names=speaker_name_tokens(speakers), seen_names=seen_names)
     return [name for name in found if not any(other.startswith(normalise_token(name)) for other in known)]
+
+
+def conversation_names(conversation: Conversation) -> list[str]:
+    """Third-party names the conversation writes mid-sentence in any turn (so "Hugo moved ..." names Hugo)."""
+    speakers = conversation.speakers
+    return [
+        name
+        for name in seen_names_of((turn.text for turn in conversation.turns()), speaker_name_tokens(speakers))
+        if third_party_names(name, speakers, [name])
+    ]
+
+
+def subject_and_topic(speaker: str, names: Sequence[str], text: str, aspects: Sequence[str]) -> tuple[str, str]:
+    """The entity and aspect of an entry's abstraction: a third party the statement opens with, else the speaker.
+
+    "Hugo just moved to Adelaide" is about Hugo, so its abstraction is "Hugo + adelaide", which a
+    search for Hugo finds; the speaker stays the entry's speaker and the entity of its anchors.
+
+    >>> subject_and_topic("Talia", ["Hugo", "Adelaide"], "Hugo just moved to Adelaide.", ["adelaide"])
+    ('Hugo', 'adelaide')
+    >>> subject_and_topic("Talia", ["Hugo"], "My cousin Hugo visited.", ["cousin hugo"])
+    ('Talia', 'cousin hugo')
+    """
+    topic = aspects[0] if aspects else "statement"
+    subject = names[0] if names and words(text)[:1] == words(names[0])[:1] else None
+    if subject is None:
+        return speaker, topic
+    other = [aspect for aspect in aspects if subject.lower() not in aspect]
+    return subject, other[0] if other else topic
 
 
 def anchor_texts(speaker: str, aspects: Sequence[str], names: Sequence[str], max_anchors: int) -> list[str]:
@@ -260,6 +296,7 @@ class ExtractiveBuilder(LazyEmbedder):
         config = self.config
         names = speaker_name_tokens(conversation.speakers)
         statements = self.statements(conversation)
+        seen_names = conversation_names(conversation)
         statement_vectors = self.embedder.encode([statement.text for statement in statements])  # (S, dim)
         phrases = [candidate_phrases(s.text, config.max_ngram, ignore=names) for s in statements]
         vocabulary = sorted({phrase for statement_phrases in phrases for phrase in statement_phrases})
@@ -272,7 +309,7 @@ class ExtractiveBuilder(LazyEmbedder):
             aspects = (
                 self._keyphrases(vector, rows, vocabulary, phrase_vectors) or content_words(statement.text, names)[:1]
             )
-            candidate = self._candidate(statement, aspects, conversation.speakers)
+            candidate = self._candidate(statement, aspects, conversation.speakers, seen_names)
             candidates.setdefault(statement.turn_id, []).append((candidate, vector, rows))
         plan: list[PlannedSegment] = []
         for session in conversation.sessions:
@@ -304,12 +341,14 @@ class ExtractiveBuilder(LazyEmbedder):
         kept = [picked[0]] + [index for index in picked[1:] if relevance[index] >= self.config.anchor_min_score]
         return [vocabulary[rows[index]] for index in kept]
 
-    def _candidate(self, statement: Statement, aspects: list[str], speakers: Sequence[str]) -> EntryCandidate:
+    def _candidate(
+        self, statement: Statement, aspects: list[str], speakers: Sequence[str], seen_names: Sequence[str]
+    ) -> EntryCandidate:
         """The entry candidate of one statement (episode ids are filled in by `plan`)."""
-        topic = aspects[0] if aspects else "statement"
-        names = third_party_names(statement.text, speakers)
+        names = third_party_names(statement.text, speakers, seen_names)
+        subject, topic = subject_and_topic(statement.speaker, names, statement.text, aspects)
         return EntryCandidate(
-            abstraction=f"{statement.speaker} + {topic}",
+            abstraction=f"{subject} + {topic}",
             value=statement.text,
             kind=statement_kind(statement.text),
             source_turn_ids=[statement.turn_id],

@@ -7,8 +7,9 @@ tested line by line:
   stopword nor a filler word (greetings, thanks, interjections, vague adjectives);
 - a *candidate phrase* is a 1..n-gram of consecutive content words inside one clause
   (no stopword, filler or punctuation inside it), lower-cased, KeyBERT style;
-- a *name* is a capitalised token (or a run of them) that does not open a sentence,
-  or any token equal to a known name (the speakers);
+- a *name* is a capitalised token (or a run of them) that does not open a sentence (or
+  does, when the conversation names it mid-sentence elsewhere), or any token equal to a known
+  name (the speakers);
 - `mmr_select` picks keyphrases by maximal marginal relevance over unit vectors.
 """
 
@@ -189,16 +190,20 @@ def _add_ngrams(run: Sequence[str], max_ngram: int, seen: dict[str, None]) -> No
                 seen.setdefault(" ".join(run[start : start + length]), None)
 
 
-def find_names(text: str, known_names: Iterable[str] = ()) -> list[str]:
+def find_names(text: str, known_names: Iterable[str] = (), seen_names: Iterable[str] = ()) -> list[str]:
     """Proper names in `text`: runs of capitalised words that do not open a sentence, plus known names.
 
     A capitalised stopword, filler, weekday or month ("I", "Thanks", "Saturday") is never a name; a sentence-initial
-    word counts only when it is a known name. Possessive `'s` is stripped.
+    word counts only when it is a known name, in any case, or a capitalised word of `seen_names` (names read
+    mid-sentence elsewhere, see `seen_names_of`). Possessive `'s` is stripped.
 
     >>> find_names("Thanks Mel! I visited New York with Jon's sister.", known_names=["Mel"])
     ['Mel', 'New York', 'Jon']
+    >>> find_names("Jon moved to Oslo. A jon is not a name.", seen_names=["Jon"])
+    ['Jon', 'Oslo']
     """
     known = {normalise_token(name) for name in known_names}
+    seen = {normalise_token(word) for name in seen_names for word in name.split()}
     names: dict[str, None] = {}
     for sentence in split_sentences(text):
         run: list[str] = []
@@ -207,7 +212,7 @@ def find_names(text: str, known_names: Iterable[str] = ()) -> list[str]:
             bare = raw[:-2] if raw.endswith("'s") else raw
             lower = bare.lower()
             capitalised = bare[:1].isupper() and not bare.isupper() and lower not in _NOT_NAMES
-            if (capitalised and position > 0) or lower in known:
+            if (capitalised and (position > 0 or lower in seen)) or lower in known:
                 run.append(bare)
                 if bare != raw:  # a possessive ends the name
                     names.setdefault(" ".join(run), None)
@@ -219,6 +224,20 @@ def find_names(text: str, known_names: Iterable[str] = ()) -> list[str]:
         if run:
             names.setdefault(" ".join(run), None)
     return list(names)
+
+
+def seen_names_of(texts: Iterable[str], known_names: Iterable[str] = ()) -> list[str]:
+    """The names `find_names` reads mid-sentence in any of `texts`, in first-seen order.
+
+    Passed back as `seen_names`, they let a sentence that opens with a name ("Hugo moved to Oslo") name it.
+
+    >>> seen_names_of(["My cousin Hugo visited.", "Hugo moved to Oslo."])
+    ['Hugo', 'Oslo']
+    """
+    found: dict[str, None] = {}
+    for text in texts:
+        found.update(dict.fromkeys(find_names(text, known_names)))
+    return list(found)
 
 
 def mmr_select(document: np.ndarray, candidates: np.ndarray, top_n: int, diversity: float) -> list[int]:

@@ -13,7 +13,7 @@ from memora_rl.builders.base import Builder
 from memora_rl.builders.request import BuilderRequest
 from memora_rl.errors import ConfigError
 
-__all__ = ["BUILDERS", "BuilderRequest", "builder_names", "make_builder"]
+__all__ = ["BUILDERS", "REVISIONS", "BuilderRequest", "builder_names", "make_builder"]
 
 
 def _make_extractive(request: BuilderRequest) -> Builder:
@@ -46,6 +46,11 @@ BUILDERS: dict[str, Callable[[BuilderRequest], Builder]] = {
     "nemori": _make_nemori,
 }
 """Registered builders by name."""
+
+REVISIONS: dict[str, int] = {"extractive": 2}
+"""Bumped when a builder's output for the same input changes; part of an env's graph cache key, so graphs
+built by the old rule are rebuilt, not reused (extractive 2: abstractions name the third party a statement
+opens with)."""
 
 
 def builder_names() -> list[str]:

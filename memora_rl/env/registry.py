@@ -10,6 +10,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from memora_rl.builders.registry import REVISIONS
 from memora_rl.config import apply_overrides
 from memora_rl.core.render import Tokenizer
 from memora_rl.data.records import Corpus, Task
@@ -78,8 +79,10 @@ def resolve_env_spec(name: str, overrides: Sequence[str] = ()) -> EnvSpec:
 
 
 def graph_cache_path(spec: EnvSpec) -> Path:
-    """Default store file of an env: `memora_home()/graphs/<name>-<hash>.sqlite` (hash of data + builder)."""
+    """Default store file of an env: `memora_home()/graphs/<name>-<hash>.sqlite` (hash of data, builder, revision)."""
     builder = f"{spec.builder}|{'|'.join(spec.builder_overrides)}|{','.join(spec.conversations or [])}"
+    if spec.builder in REVISIONS:
+        builder += f"|revision={REVISIONS[spec.builder]}"
     if spec.max_sessions is not None:
         builder += f"|sessions={spec.max_sessions}"
     digest = hashlib.sha256(f"{data_fingerprint(spec.data)}|{builder}".encode()).hexdigest()[:12]

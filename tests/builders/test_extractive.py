@@ -13,7 +13,7 @@ from memora_rl.builders.keyphrases import words
 from memora_rl.builders.registry import BuilderRequest, builder_names, make_builder
 from memora_rl.builders.statements import turn_statements
 from memora_rl.config import load_config
-from memora_rl.data.records import Conversation, Turn
+from memora_rl.data.records import Conversation, Session, Turn
 from memora_rl.embedding import Embedder, get_embedder
 from memora_rl.errors import ConfigError
 from memora_rl.memory import EntryCandidate, MemoryEntry, SQLiteGraphStore, open_store
@@ -111,7 +111,31 @@ def test_anchors_are_entity_plus_aspect_from_the_statement(built, conversation: 
             entity = match.group("entity")
             assert entity in conversation.speakers or entity.split()[0].lower() in value_words, (entity, entry.value)
             assert set(words(match.group("aspect"))) <= value_words, (match.group("aspect"), entry.value)
-        assert ANCHOR_RE.match(entry.abstraction) and entry.abstraction.startswith(f"{entry.speaker} + ")
+        abstraction = ANCHOR_RE.match(entry.abstraction)
+        assert abstraction, entry.abstraction
+        subject = abstraction.group("entity")
+        # the speaker, or the third party the statement opens with ("Hugo + adelaide")
+        assert subject == entry.speaker or words(entry.value)[:1] == words(subject)[:1], (subject, entry.value)
+        assert set(words(abstraction.group("aspect"))) <= value_words, (entry.abstraction, entry.value)
+
+
+def test_a_statement_that_opens_with_a_third_party_is_about_them() -> None:
+    """A name read mid-sentence elsewhere is the entity of a statement it opens; the speaker stays its speaker."""
+    texts = [
+        "My cousin Hugo came over for lunch, it was lovely.",
+        "Hugo just moved to Adelaide, I will miss him so much.",
+        "Pottery class made me calm again this week.",
+    ]
+    turns = [Turn(id=f"t{i}", speaker="Talia", text=text, session_index=1) for i, text in enumerate(texts, start=1)]
+    conversation = Conversation(id="c", speakers=["Talia", "Ben"], sessions=[Session(index=1, turns=turns)])
+    store = open_store(":memory:")
+    ExtractiveBuilder().build(conversation, store)
+    by_turn = {entry.source_turn_ids[0]: entry for entry in store.entries("c")}
+    assert by_turn["t2"].abstraction.startswith("Hugo + ") and by_turn["t2"].speaker == "Talia"
+    anchors = {anchor.id: anchor.text for anchor in store.anchors("c")}
+    assert any(anchors[a].startswith("Talia + ") for a in by_turn["t2"].anchor_ids)
+    assert by_turn["t1"].abstraction.startswith("Talia + ")
+    assert by_turn["t3"].abstraction.startswith("Talia + ")
 
 
 def test_episodes_cover_every_turn_once_and_entries_point_to_them(built, conversation: Conversation) -> None:
