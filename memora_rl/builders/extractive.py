@@ -14,7 +14,8 @@ For each conversation (one graph, id = conversation id by default):
    kept, later ones only when their cosine reaches `anchor_min_score`. The entity is the
    speaker; when the statement names a third party (a capitalised name that is neither
    speaker nor a prefix of one, e.g. a nickname), one anchor pairs that name with the best
-   aspect that does not already contain it. A name the conversation writes mid-sentence
+   aspect that does not already contain it, and one pairs the speaker with the name, which
+   links every statement that names them. A name the conversation writes mid-sentence
    counts at a sentence's start too (`conversation_names`).
 4. Entries go through `store.upsert_entry` with `OverlapDecider`: merge into a similar
    entry only when it has the same speaker and a near-identical value (token Jaccard
@@ -221,16 +222,19 @@ def subject_and_topic(speaker: str, names: Sequence[str], text: str, aspects: Se
 
 
 def anchor_texts(speaker: str, aspects: Sequence[str], names: Sequence[str], max_anchors: int) -> list[str]:
-    """'<entity> + <aspect>' cues: the speaker with each aspect, and the first third-party name if any.
+    """'<entity> + <aspect>' cues: the speaker with each aspect, and the first third-party name, if any.
+
+    The name goes with an aspect, and as the speaker's aspect ("Caroline + sweden": the same text on
+    every statement that names Sweden, so an expand walks from one to the others).
 
     >>> anchor_texts("Caroline", ["support group", "adoption"], ["Sweden"], 3)
-    ['Caroline + support group', 'Sweden + support group', 'Caroline + adoption']
+    ['Caroline + support group', 'Sweden + support group', 'Caroline + sweden']
     """
     anchors = [f"{speaker} + {aspect}" for aspect in aspects]
     for name in names[:1]:
         usable = [aspect for aspect in aspects if name.lower() not in aspect]
-        if usable:
-            anchors.insert(1, f"{name} + {usable[0]}")
+        anchors[1:1] = [f"{name} + {usable[0]}"] if usable else []
+        anchors.insert(1 + bool(usable), f"{speaker} + {name.lower()}")
     return list(dict.fromkeys(anchors))[:max_anchors]
 
 

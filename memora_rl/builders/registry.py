@@ -49,8 +49,8 @@ BUILDERS: dict[str, Callable[[BuilderRequest], Builder]] = {
 
 REVISIONS: dict[str, int] = {"extractive": 2}
 """Bumped when a builder's output for the same input changes; part of an env's graph cache key, so graphs
-built by the old rule are rebuilt, not reused (extractive 2: abstractions name the third party a statement
-opens with)."""
+built by the old rule are rebuilt, not reused (extractive 2: an abstraction names the third party its statement
+opens with, and a "<speaker> + <name>" anchor links the statements that name them)."""
 
 
 def builder_names() -> list[str]:

@@ -17,19 +17,24 @@ AbstractionLookup = Callable[[Sequence[str]], Mapping[str, str]]
 """Abstractions of entries by id (the view keeps vectors, not texts): labels of similar-abstraction links."""
 
 
-def working_set_anchors(cache: GraphCache, working_rows: Iterable[int], relaxed_threshold: float | None) -> set[int]:
-    """Anchor rows linked to the working set, plus anchors within `relaxed_threshold` cosine of them."""
+def working_set_anchors(cache: GraphCache, working_rows: Iterable[int]) -> set[int]:
+    """Anchor rows linked to the working set's entries."""
     anchors: set[int] = set()
     for row in working_rows:
         anchors |= cache.entry_anchors[row]
-    if relaxed_threshold is None or not anchors or cache.anchors.live == 0:
-        return anchors
+    return anchors
+
+
+def relaxed_anchors(cache: GraphCache, anchors: set[int], threshold: float | None) -> set[int]:
+    """Anchor rows within `threshold` cosine of one of `anchors` (and not among them); none when threshold is None."""
+    if threshold is None or not anchors or cache.anchors.live == 0:
+        return set()
     relaxed: set[int] = set()
     per_anchor = cache.config.relaxed_anchors_per_anchor
     for anchor in anchors:  # nearest anchors of each own anchor (exact or ANN, like search)
         rows, scores = cache.anchors.top_k(cache.anchors.matrix[anchor], per_anchor + 1)
-        relaxed |= {int(row) for row, score in zip(rows, scores, strict=True) if score >= relaxed_threshold}
-    return anchors | relaxed
+        relaxed |= {int(row) for row, score in zip(rows, scores, strict=True) if score >= threshold}
+    return relaxed - anchors
 
 
 def anchor_links(cache: GraphCache, anchors: set[int], excluded_rows: set[int]) -> dict[int, list[int]]:
@@ -87,17 +92,21 @@ def frontier_items(
     similar_threshold: float = 1.0,
     abstraction_of: AbstractionLookup | None = None,
 ) -> list[FrontierItem]:
-    """Entries linked to the working set, minus `excluded_rows`, best cosine to `query` first.
+    """Entries linked to the working set, minus `excluded_rows`: those sharing an anchor with it first, then the rest.
 
-    An entry's score is the larger of its abstraction and value cosine to the query. `links` says
-    which links count: shared (or relaxed) anchors, shared episodes, similar abstractions (cosine >=
-    `similar_threshold`; `abstraction_of` labels them). An entry reached several ways is labelled
-    by the first of anchor, episode, similar: among the anchors that reached it the one closest to
-    the query, among the episodes the closest stored one, among similar entries the most similar.
+    Within each group, best cosine to `query` first; an entry's score is the larger of its abstraction
+    and value cosine to the query. `links` says which links count: shared (or relaxed) anchors, shared
+    episodes, similar abstractions (cosine >= `similar_threshold`; `abstraction_of` labels them). A
+    shared anchor is the strongest link: a relaxed one only says two cues read alike ("Talia + jonas",
+    "Talia + jogging"), so entries it alone reaches never push a shared anchor's out of the frontier.
+    An entry reached several ways is labelled by the first of anchor, episode, similar: among the
+    anchors that reached it the one closest to the query (a shared one if any), among the episodes
+    the closest stored one, among similar entries the most similar.
     """
     if limit <= 0:
         return []
-    anchors = working_set_anchors(cache, working_rows, relaxed_threshold) if "anchor" in links else set()
+    own = working_set_anchors(cache, working_rows) if "anchor" in links else set()
+    anchors = own | relaxed_anchors(cache, own, relaxed_threshold)
     by_anchor = anchor_links(cache, anchors, excluded_rows)
     by_episode = episode_links(cache, working_rows, excluded_rows) if "episode" in links else {}
     by_similar = similar_links(cache, working_rows, excluded_rows, similar_threshold) if "similar" in links else {}
@@ -106,8 +115,10 @@ def frontier_items(
         return []
     rows = np.fromiter(reached.keys(), dtype=np.int64, count=len(reached))
     scores = np.maximum(cache.abstractions.matrix[rows] @ query, cache.values.matrix[rows] @ query)  # (n,)
-    top = np.argpartition(-scores, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
-    order = sorted(top.tolist(), key=lambda i: (-float(scores[i]), cache.entry_ids[rows[i]]))
+    shared = np.fromiter((not own.isdisjoint(by_anchor.get(int(row), ())) for row in rows), dtype=bool, count=len(rows))
+    rank = scores - 3.0 * ~shared  # (n,) cosines lie in [-1, 1], so every shared-anchor entry outranks the rest
+    top = np.argpartition(-rank, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
+    order = sorted(top.tolist(), key=lambda i: (-float(rank[i]), cache.entry_ids[rows[i]]))
     anchor_list = sorted(anchors)
     anchor_scores = dict(zip(anchor_list, (cache.anchors.matrix[anchor_list] @ query).tolist(), strict=True))
     sources = [source for i in order for source, _ in by_similar.get(int(rows[i]), [])]
@@ -117,7 +128,8 @@ def frontier_items(
         row, score = int(rows[i]), float(scores[i])
         entry_id = cache.entry_ids[row]
         if row in by_anchor:
-            anchor = max(by_anchor[row], key=lambda a: (anchor_scores[a], -a))
+            reaching = [a for a in by_anchor[row] if a in own] or by_anchor[row]
+            anchor = max(reaching, key=lambda a: (anchor_scores[a], -a))
             link = (cache.anchor_ids[anchor], cache.anchor_texts[anchor], "anchor")
         elif row in by_episode:
             episode_id = max(by_episode[row], key=lambda e: _episode_score(cache, e, query))

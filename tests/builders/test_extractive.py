@@ -206,8 +206,9 @@ def test_overlap_decider_merges_only_near_identical_statements() -> None:
     ("aspects", "names", "expected"),
     [
         (["pottery"], [], ["Ann + pottery"]),
-        (["pottery", "clay"], ["Paris"], ["Ann + pottery", "Paris + pottery", "Ann + clay"]),
-        (["paris trip"], ["Paris"], ["Ann + paris trip"]),
+        (["pottery", "clay"], ["Paris"], ["Ann + pottery", "Paris + pottery", "Ann + paris"]),
+        (["paris trip"], ["Paris"], ["Ann + paris trip", "Ann + paris"]),
+        (["paris trip", "louvre"], ["Paris", "Bob"], ["Ann + paris trip", "Paris + louvre", "Ann + paris"]),
         (["a", "b", "c"], [], ["Ann + a", "Ann + b", "Ann + c"]),
     ],
 )

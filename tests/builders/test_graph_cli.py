@@ -83,8 +83,9 @@ def test_build_sets_the_store_upsert_gamma_and_top_k(
     result = invoke("graph", "build", *args, *loose)
     assert result.exit_code == 0, result.output
     assert configs[0].upsert == UpsertConfig(gamma=-1.0, top_k=1)
-    with open_store(out) as store:  # every candidate meets gamma -1: one entry per speaker is left
-        assert store.stats(graph_id)["entries"] <= 2 < store.stats(graph_id)["history"]
+    with open_store(out) as store:  # every candidate meets gamma -1: it merges when its nearest entry is its speaker's
+        stats = store.stats(graph_id)
+    assert stats["entries"] <= 6 and stats["history"] > 4 * stats["entries"], stats
 
 
 def test_export_import_round_trip(store_path: Path, tmp_path: Path) -> None:

@@ -52,6 +52,22 @@ def test_frontier_relaxed_anchors(chain):
     assert [i.entry_id for i in relaxed] == [extra] and relaxed[0].anchor_text == "Carol + pets"
 
 
+def test_a_shared_anchor_outranks_a_relaxed_one_however_close_to_the_query(chain):
+    store, ids = chain
+    dog = store.upsert_entry(
+        "g",
+        EntryCandidate(abstraction="Carol's dog", value="Carol walks her dog", anchors=["Carol + pets"]),
+        always_create,
+    ).entry.id
+    bird = store.upsert_entry(
+        "g", EntryCandidate(abstraction="Carol's bird", value="Carol sings", anchors=["Carol + pet"]), always_create
+    ).entry.id
+    # the dog entry is closer to the query but reached only by a relaxed anchor; the bird shares "Carol + pet"
+    items = store.frontier("g", [ids[3]], [], "Carol walks her dog", relaxed_threshold=0.8)
+    assert [i.entry_id for i in items] == [bird, dog] and items[1].score > items[0].score
+    assert [i.entry_id for i in store.frontier("g", [ids[3]], [], "dog", limit=1, relaxed_threshold=0.8)] == [bird]
+
+
 def test_frontier_unknown_working_id_raises(chain):
     store, _ = chain
     with pytest.raises(GraphError, match="e404"):
