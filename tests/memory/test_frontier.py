@@ -23,6 +23,13 @@ def chain(store):
     return store, ids
 
 
+def add(store, abstraction: str, value: str, anchors: list[str]) -> str:
+    """Create one entry in graph "g" and return its id."""
+    return store.upsert_entry(
+        "g", EntryCandidate(abstraction=abstraction, value=value, anchors=anchors), always_create
+    ).entry.id
+
+
 def test_frontier_content_order_and_anchor(chain):
     store, ids = chain
     items = store.frontier("g", [ids[0]], [], "How much money does Alice make?")
@@ -42,11 +49,7 @@ def test_frontier_excludes_working_set_and_visited(chain):
 
 def test_frontier_relaxed_anchors(chain):
     store, ids = chain
-    extra = store.upsert_entry(
-        "g",
-        EntryCandidate(abstraction="Carol's dog", value="Carol walks her dog", anchors=["Carol + pets"]),
-        always_create,
-    ).entry.id
+    extra = add(store, "Carol's dog", "Carol walks her dog", ["Carol + pets"])
     assert store.frontier("g", [ids[3]], [], "pet") == []
     relaxed = store.frontier("g", [ids[3]], [], "pet", relaxed_threshold=0.8)
     assert [i.entry_id for i in relaxed] == [extra] and relaxed[0].anchor_text == "Carol + pets"
@@ -54,14 +57,8 @@ def test_frontier_relaxed_anchors(chain):
 
 def test_a_shared_anchor_outranks_a_relaxed_one_however_close_to_the_query(chain):
     store, ids = chain
-    dog = store.upsert_entry(
-        "g",
-        EntryCandidate(abstraction="Carol's dog", value="Carol walks her dog", anchors=["Carol + pets"]),
-        always_create,
-    ).entry.id
-    bird = store.upsert_entry(
-        "g", EntryCandidate(abstraction="Carol's bird", value="Carol sings", anchors=["Carol + pet"]), always_create
-    ).entry.id
+    dog = add(store, "Carol's dog", "Carol walks her dog", ["Carol + pets"])
+    bird = add(store, "Carol's bird", "Carol sings", ["Carol + pet"])
     # the dog entry is closer to the query but reached only by a relaxed anchor; the bird shares "Carol + pet"
     items = store.frontier("g", [ids[3]], [], "Carol walks her dog", relaxed_threshold=0.8)
     assert [i.entry_id for i in items] == [bird, dog] and items[1].score > items[0].score
