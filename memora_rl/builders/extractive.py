@@ -193,13 +193,19 @@ def third_party_names(text: str, speakers: Sequence[str], seen_names: Sequence[s
 
 
 def conversation_names(conversation: Conversation) -> list[str]:
-    """Third-party names the conversation writes mid-sentence in any turn (so "Hugo moved ..." names Hugo)."""
+    """Third-party names the conversation writes mid-sentence in any turn (so "Hugo moved ..." names Hugo).
+
+    A name is kept when it reads back as a third-party name on its own, which drops speakers,
+    nicknames, and names `find_names` cut with trailing punctuation ("Max-").
+    """
     speakers = conversation.speakers
-    return [
-        name
-        for name in seen_names_of((turn.text for turn in conversation.turns()), speaker_name_tokens(speakers))
-        if third_party_names(name, speakers, [name])
-    ]
+    seen = seen_names_of((turn.text for turn in conversation.turns()), speaker_name_tokens(speakers))
+    return [name for name in seen if third_party_names(name, speakers, [name])]
+
+
+def aspects_without(name: str, aspects: Sequence[str]) -> list[str]:
+    """The aspects that do not contain `name` (a cue "Hugo + hugo adopted" would say Hugo twice)."""
+    return [aspect for aspect in aspects if name.lower() not in aspect]
 
 
 def subject_and_topic(speaker: str, names: Sequence[str], text: str, aspects: Sequence[str]) -> tuple[str, str]:
@@ -217,7 +223,7 @@ def subject_and_topic(speaker: str, names: Sequence[str], text: str, aspects: Se
     subject = names[0] if names and words(text)[:1] == words(names[0])[:1] else None
     if subject is None:
         return speaker, topic
-    other = [aspect for aspect in aspects if subject.lower() not in aspect]
+    other = aspects_without(subject, aspects)
     return subject, other[0] if other else topic
 
 
@@ -232,9 +238,8 @@ def anchor_texts(speaker: str, aspects: Sequence[str], names: Sequence[str], max
     """
     anchors = [f"{speaker} + {aspect}" for aspect in aspects]
     for name in names[:1]:
-        usable = [aspect for aspect in aspects if name.lower() not in aspect]
-        anchors[1:1] = [f"{name} + {usable[0]}"] if usable else []
-        anchors.insert(1 + bool(usable), f"{speaker} + {name.lower()}")
+        usable = aspects_without(name, aspects)
+        anchors[1:1] = [f"{name} + {aspect}" for aspect in usable[:1]] + [f"{speaker} + {name.lower()}"]
     return list(dict.fromkeys(anchors))[:max_anchors]
 
 
