@@ -1,4 +1,4 @@
-"""The embedder's batch combiner: concurrent single-text encodes share forward passes and get their own vectors."""
+"""The embedder: its batch combiner (concurrent encodes share forward passes) and its ONNX Runtime backend."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from memora_rl.embedding import BatchCombiner
+from memora_rl.embedding import BACKEND_ENV, BatchCombiner, Embedder
+from memora_rl.errors import ModelError
 
 
 def test_concurrent_encodes_are_batched_and_each_caller_gets_its_own_vector() -> None:
@@ -57,3 +58,58 @@ def test_the_real_embedder_gives_the_same_vectors_batched_or_alone(embedder) -> 
         together = list(pool.map(embedder.encode_one, texts))
     for text, vector in zip(texts, together, strict=True):
         assert np.allclose(vector, embedder._encode_uncached([text])[0], atol=1e-5)
+
+
+def _varied_texts() -> list[str]:
+    """Texts from empty to past the model's 256-token limit, with accents, CJK and an emoji."""
+    sentence = "Alice moved to Berlin after her promotion, and she said the café in 東京 was lovely 🙂. "
+    return ["", "a", *(sentence * count for count in (1, 3, 10, 40))]
+
+
+@pytest.mark.slow
+def test_the_onnx_backend_gives_the_torch_backend_s_vectors_batched_and_alone() -> None:
+    torch_embedder = Embedder(use_cache=False, backend="torch")
+    onnx_embedder = Embedder(use_cache=False, backend="onnx")
+    assert (torch_embedder.backend, onnx_embedder.backend) == ("torch", "onnx")
+    texts = _varied_texts()
+    reference = torch_embedder.encode(texts)
+    batched = onnx_embedder.encode(texts)
+    alone = np.stack([onnx_embedder.encode([text])[0] for text in texts])
+    assert batched.shape == reference.shape == (len(texts), 384)
+    assert (batched * reference).sum(axis=1).min() > 0.99999
+    assert (alone * reference).sum(axis=1).min() > 0.99999
+    assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+
+
+def test_an_unknown_backend_names_the_variable_and_the_choices(monkeypatch) -> None:
+    monkeypatch.setenv(BACKEND_ENV, "tensorrt")
+    with pytest.raises(ModelError, match=rf"tensorrt.*\${BACKEND_ENV}.*auto, onnx, torch"):
+        Embedder(use_cache=False)
+
+
+@pytest.mark.slow
+def test_a_model_that_is_not_mean_pooled_stays_on_torch_under_auto_and_is_refused_under_onnx(tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Pooling
+
+    from memora_rl.embedding import resolve_embedder_path
+
+    mean_pooled = SentenceTransformer(resolve_embedder_path("all-MiniLM-L6-v2"), device="cpu")
+    cls_pooled = SentenceTransformer(modules=[mean_pooled[0], Pooling(384, pooling_mode="cls")], device="cpu")
+    folder = tmp_path / "cls-model"
+    cls_pooled.save(str(folder))
+    assert Embedder(str(folder), use_cache=False, backend="auto").backend == "torch"
+    with pytest.raises(ModelError, match=f"mean-pooling model.*{BACKEND_ENV}=torch"):
+        Embedder(str(folder), use_cache=False, backend="onnx")
+
+
+@pytest.mark.slow
+def test_the_export_is_made_once_and_reused(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MEMORA_RL_HOME", str(tmp_path))
+    first = Embedder(use_cache=False, backend="onnx")
+    exported = list((tmp_path / "cache" / "models" / "onnx").glob("*.onnx"))
+    assert len(exported) == 1
+    stamp = exported[0].stat().st_mtime_ns
+    second = Embedder(use_cache=False, backend="onnx")
+    assert exported[0].stat().st_mtime_ns == stamp
+    assert np.allclose(first.encode(["same text"]), second.encode(["same text"]))

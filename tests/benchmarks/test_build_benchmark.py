@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
-from types import ModuleType
 
 from memora_rl.data.records import Conversation, Task
 from memora_rl.memory import open_store
 from memora_rl.memory.deciders import always_create
 from memora_rl.memory.records import EntryCandidate, Episode
+from tests.benchmarks.scripts import load_benchmark
 from tests.builders.scripted_llm import small_conversation
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "build.py"
-
-
-def load_script() -> ModuleType:
-    """benchmarks/build.py as a module under its own name (a bare `build` could be another package)."""
-    spec = importlib.util.spec_from_file_location("build_benchmark", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_script()
+bench = load_benchmark("build")
 
 
 def task(task_id: str, evidence: list[str], conversation_id: str = "c1", excluded: bool = False) -> Task:
