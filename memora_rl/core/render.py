@@ -226,6 +226,20 @@ def dated(abstraction: str, date: str) -> str:
     return f"{date} {abstraction}" if date else abstraction
 
 
+def frontier_text(item: FrontierView, meter: TokenMeter, value_tokens: int) -> str:
+    """A frontier item's abstraction, then the first `value_tokens` tokens of its value when there are any.
+
+    >>> item = FrontierView(entry_id="e9", anchor="Maya + hugo", abstraction="Hugo + adelaide",
+    ...                     value="Hugo just moved to Adelaide for a job at the port")
+    >>> frontier_text(item, TokenMeter(), 4), frontier_text(item, TokenMeter(), 0)
+    ('Hugo + adelaide: Hugo just moved…', 'Hugo + adelaide')
+    """
+    abstraction = one_line(item.abstraction)
+    if value_tokens <= 0 or not item.value.strip():
+        return abstraction
+    return f"{abstraction}: {meter.shorten(one_line(item.value), value_tokens)}"
+
+
 def _frontier_line(item: FrontierView, abstraction: str, layout: Layout, show_dates: bool) -> str:
     """One frontier item; anchor links keep the plain `via "<anchor>"` form, others name their kind."""
     abstraction = dated(abstraction, item.date if show_dates else "")
@@ -363,7 +377,7 @@ def render_observation(
     if layout.episode_tokens is not None:
         episode_texts = [meter.shorten(text, layout.episode_tokens) if text else "" for text in episode_texts]
     frontier = list(state.frontier)
-    frontier_abstractions = [one_line(item.abstraction) for item in frontier]
+    frontier_abstractions = [frontier_text(item, meter, state.frontier_value_tokens) for item in frontier]
 
     def compose(
         abstractions: Sequence[str],

@@ -78,6 +78,8 @@ class FrontierView(BaseModel):
     (`via episode "<cue>"`, `via similar "<abstraction>"`)."""
     date: str = ""
     """The date of the entry's value (`value_date`), shown before its abstraction when `ObservationState.show_dates`."""
+    value: str = ""
+    """The entry's value, shown cut to `ObservationState.frontier_value_tokens` tokens after its abstraction."""
 
 
 class ObservationState(BaseModel):
@@ -110,6 +112,8 @@ class ObservationState(BaseModel):
     """Stored episodes of the working set's entries (read only by the episodic context modes)."""
     show_dates: bool = False
     """Show each working-set entry's and frontier item's date before its abstraction (`EnvConfig.show_dates`)."""
+    frontier_value_tokens: int = 0
+    """Tokens of each frontier item's value shown after its abstraction (`EnvConfig.frontier_value_tokens`)."""
 
     @property
     def episode_groups(self) -> list[EpisodeGroup]:

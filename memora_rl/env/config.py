@@ -42,6 +42,10 @@ class EnvConfig(StrictModel):
     compact: bool = False
     """Render observations in the compact layout (about half the tokens; the policy's system prompt
     follows it). Worth it for multi-turn training, where every observation stays in the context."""
+    frontier_value_tokens: int = Field(default=0, ge=0)
+    """Tokens of each frontier item's value shown after its abstraction (0: the abstraction only). The
+    opening words ("Talia + adelaide: Hugo just moved to Adelaide") let a policy tell which linked memory
+    answers the question before it pays to expand it; each observation grows by about this many tokens an item."""
     show_dates: bool = False
     """Show the date of each entry's value before its abstraction, in the working set and the frontier, so a
     policy can tell the latest of several values of one fact (knowledge updates) from what it sees."""

@@ -260,6 +260,7 @@ class RetrievalEnv(gym.Env[str, str]):
         """Frontier of the working set ranked by the current query, with each entry's abstraction."""
         items = self._frontier_items([entry.id for entry in self._working])
         entries = {entry.id: entry for entry in self._fetch([item.entry_id for item in items])}
+        show_values = self.config.frontier_value_tokens > 0
         self._frontier = [
             FrontierView(
                 entry_id=item.entry_id,
@@ -267,6 +268,7 @@ class RetrievalEnv(gym.Env[str, str]):
                 abstraction=entries[item.entry_id].abstraction if item.entry_id in entries else "",
                 via=item.via,
                 date=value_date(entries[item.entry_id]) if item.entry_id in entries else "",
+                value=entries[item.entry_id].value if show_values and item.entry_id in entries else "",
             )
             for item in items
             if item.entry_id not in self._working_ids
@@ -426,6 +428,7 @@ class RetrievalEnv(gym.Env[str, str]):
             context_mode=self.config.context_mode,
             episodes=self._episodes(),
             show_dates=self.config.show_dates,
+            frontier_value_tokens=self.config.frontier_value_tokens,
         )
         config = self.config
         self._observation = render_observation(state, self.tokenizer, config.max_prompt_tokens, config.compact)

@@ -19,6 +19,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from memora_rl.core.parse import ExpandAction, RefineAction, format_action
+from memora_rl.core.render import count_tokens
 from memora_rl.env import RETRIEVAL_ENV_ID
 from memora_rl.env.registry import get_env_spec, list_envs, make_env, resolve_env_spec
 from memora_rl.env.retrieval import RetrievalEnv
@@ -163,3 +164,21 @@ def test_show_dates_puts_each_stored_date_in_the_observation(judge: Any) -> None
         options={"task": tasks[0]}
     )
     assert not any(date in plain for date in {(e.updated_at or e.created_at).date().isoformat() for e in entries})
+
+
+def test_frontier_value_tokens_shows_the_opening_of_each_linked_memory_s_value(judge: Any) -> None:
+    """With `env.frontier_value_tokens` each frontier line is `<id> <abstraction>: <first words of the value>`."""
+    overrides = [*SMALL_DATA["synthetic"], "env.compact=true", "env.frontier_value_tokens=6"]
+    env, tasks = make_env("synthetic", split="all", overrides=overrides, judge=judge)
+    task = next(task for task in tasks if env.reset(options={"task": task})[1]["frontier"])
+    observation, info = env.reset(options={"task": task})
+    entries = env.store.get_entries(env.graph_id, [item["id"] for item in info["frontier"]])
+    lines = observation.splitlines()
+    for entry in entries:
+        line = next(line for line in lines if line.startswith(f"{entry.id} {entry.abstraction}: "))
+        shown = line.removeprefix(f"{entry.id} {entry.abstraction}: ")
+        assert entry.value.startswith(shown.removesuffix("…").rstrip()), (shown, entry.value)
+        assert count_tokens(shown.removesuffix("…"), env.tokenizer) <= 6
+    plain_env, _ = make_env("synthetic", split="all", overrides=overrides[:-1], judge=judge)
+    plain = plain_env.reset(options={"task": task})[0].splitlines()
+    assert not any(line.startswith(f"{entry.id} {entry.abstraction}: ") for entry in entries for line in plain)
