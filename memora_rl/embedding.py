@@ -209,12 +209,12 @@ class Embedder:
             return None
         from memora_rl import onnx_encoder
 
-        if not (onnx_encoder.onnx_runtime_available() and onnx_encoder.supports_onnx(self._model)):
+        installed, supported = onnx_encoder.onnx_runtime_available(), onnx_encoder.supports_onnx(self._model)
+        if not (installed and supported):
             if backend == "onnx":
-                raise ModelError(
-                    f"Embedder backend onnx needs `pip install onnxruntime onnx` and a mean-pooling model; "
-                    f"{self.model_name!r} here has neither or is not one. Set ${BACKEND_ENV}=torch."
-                )
+                missing = "onnxruntime and onnx are not installed (`pip install onnxruntime onnx`)"
+                why = missing if not installed else f"{self.model_name!r} is not a mean-pooling model"
+                raise ModelError(f"Embedder backend onnx: {why}. Set ${BACKEND_ENV}=torch or auto.")
             return None
         try:
             exported = onnx_encoder.export_onnx(self._model, onnx_encoder.export_path(path))
