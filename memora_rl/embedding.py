@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 BACKEND_ENV = "MEMORA_RL_EMBEDDER_BACKEND"
-"""Environment variable that picks how embeddings are computed: `auto` (default), `onnx` or `torch`."""
+"""Environment variable that picks how embeddings are computed: `torch` (default), `onnx` or `auto`."""
 BACKENDS = ("auto", "onnx", "torch")
 
 
@@ -161,10 +161,11 @@ class BatchCombiner:
 class Embedder:
     """Encode texts to L2-normalised float32 vectors, shape (N, dim), with an optional disk cache.
 
-    `backend` (default: `$MEMORA_RL_EMBEDDER_BACKEND`, else `auto`): `torch` runs sentence-transformers;
+    `backend` (default: `$MEMORA_RL_EMBEDDER_BACKEND`, else `torch`): `torch` runs sentence-transformers;
     `onnx` runs the same weights with ONNX Runtime (`memora_rl.onnx_encoder`; vectors agree to about
-    1e-7 cosine, at a fraction of the CPU); `auto` takes `onnx` where it is installed and the model is a
-    mean-pooling one, else `torch`.
+    1e-7 cosine, at a third of the CPU a query); `auto` takes `onnx` where it is installed and the model is
+    a mean-pooling one, else `torch`. ONNX is opt-in: beside vLLM's CPU workers on the same cores its
+    threads slowed the test suite several-fold, and it must load before usearch (see `onnx_encoder`).
     """
 
     def __init__(
@@ -174,7 +175,7 @@ class Embedder:
         use_cache: bool = True,
         backend: str | None = None,
     ) -> None:
-        backend = backend or os.environ.get(BACKEND_ENV) or "auto"
+        backend = backend or os.environ.get(BACKEND_ENV) or "torch"
         if backend not in BACKENDS:
             raise ModelError(
                 f"Unknown embedder backend {backend!r} (from ${BACKEND_ENV}); use one of {', '.join(BACKENDS)}."
@@ -225,7 +226,7 @@ class Embedder:
             if backend == "onnx":
                 message = f"Cannot run {self.model_name!r} with ONNX Runtime ({error}); set ${BACKEND_ENV}=torch."
                 raise ModelError(message) from error
-            logger.warning("Embedding %s with PyTorch: its ONNX export failed (%s).", self.model_name, error)
+            logger.warning("Embedding %s with PyTorch: ONNX Runtime cannot run it here (%s).", self.model_name, error)
             return None
 
     def _encode_uncached(self, texts: Sequence[str]) -> np.ndarray:

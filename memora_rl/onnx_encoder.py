@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,18 @@ class OnnxEncoder:
     """Tokenize, run the exported transformer, mean-pool and L2-normalise: `encode(texts) -> (N, dim)` float32."""
 
     def __init__(self, model: Any, onnx_path: Path, threads: int) -> None:
+        if "usearch" in sys.modules and "onnxruntime" not in sys.modules:
+            raise RuntimeError(
+                "onnxruntime cannot be loaded after usearch in one process (onnxruntime 1.32 with usearch 2.26 "
+                "segfaults on import); make the embedder before the first ANN search"
+            )
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads yield the cores
         self._session = onnxruntime.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
         self._tokenizer = model.tokenizer
         self._max_tokens = int(model.max_seq_length)

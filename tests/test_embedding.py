@@ -113,3 +113,21 @@ def test_the_export_is_made_once_and_reused(tmp_path, monkeypatch) -> None:
     second = Embedder(use_cache=False, backend="onnx")
     assert exported[0].stat().st_mtime_ns == stamp
     assert np.allclose(first.encode(["same text"]), second.encode(["same text"]))
+
+
+@pytest.mark.slow
+def test_onnx_after_usearch_is_a_clear_error_not_a_crash() -> None:
+    """onnxruntime 1.32 segfaults when imported after usearch 2.26: the embedder refuses instead."""
+    import subprocess
+    import sys
+
+    script = (
+        "import usearch.index\n"
+        "from memora_rl.embedding import Embedder\n"
+        "from memora_rl.errors import ModelError\n"
+        "try:\n    Embedder(use_cache=False, backend='onnx')\nexcept ModelError as error:\n    print(error)\n"
+        "print(Embedder(use_cache=False, backend='auto').backend)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cannot be loaded after usearch" in done.stdout and done.stdout.strip().endswith("torch")
