@@ -37,6 +37,11 @@ def passages(count: int, salt: str) -> list[str]:
     ]
 
 
+def batched(texts: list[str], size: int) -> list[list[str]]:
+    """`texts` in consecutive batches of `size` (the last may be shorter)."""
+    return [texts[i : i + size] for i in range(0, len(texts), size)]
+
+
 def timed(encode: Callable[[list[str]], np.ndarray], batches: list[list[str]]) -> tuple[float, float, np.ndarray]:
     """Encode each batch in turn; (wall ms per batch p50, CPU ms per batch mean, the vectors)."""
     walls, cpu_start, vectors = [], time.process_time(), []
@@ -55,9 +60,9 @@ def measure(backend: str, count: int, passage_count: int) -> dict[str, dict[str,
     embedder = Embedder(use_cache=False, backend=backend)
     embedder.encode(queries(8, f"warm-up {backend}"))
     shapes = {
-        "query, alone": [[text] for text in queries(count, "alone")],
-        "8 queries, one batch": [queries(count, "batch")[i : i + 8] for i in range(0, count, 8)],
-        "passages, batches of 64": [passages(passage_count, "build")[i : i + 64] for i in range(0, passage_count, 64)],
+        "query, alone": batched(queries(count, "alone"), 1),
+        "8 queries, one batch": batched(queries(count, "batch"), 8),
+        "passages, batches of 64": batched(passages(passage_count, "build"), 64),
     }
     rows = {}
     for shape, batches in shapes.items():

@@ -164,8 +164,8 @@ class Embedder:
     `backend` (default: `$MEMORA_RL_EMBEDDER_BACKEND`, else `torch`): `torch` runs sentence-transformers;
     `onnx` runs the same weights with ONNX Runtime (`memora_rl.onnx_encoder`; vectors agree to about
     1e-7 cosine, at a third of the CPU a query); `auto` takes `onnx` where it is installed and the model is
-    a mean-pooling one, else `torch`. ONNX is opt-in: onnxruntime must load before usearch in a
-    process, so the embedder must be made before the first ANN search (see `onnx_encoder`).
+    a mean-pooling one, else `torch`. ONNX is opt-in; onnxruntime must load before usearch in a
+    process, which `memory.ann_files.load_usearch` sees to.
     """
 
     def __init__(

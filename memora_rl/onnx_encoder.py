@@ -102,7 +102,8 @@ class OnnxEncoder:
         if "usearch" in sys.modules and "onnxruntime" not in sys.modules:
             raise RuntimeError(
                 "onnxruntime cannot be loaded after usearch in one process (onnxruntime 1.32 with usearch 2.26 "
-                "segfaults on import); make the embedder before the first ANN search"
+                "segfaults on import); import usearch through memora_rl.memory.ann_files.load_usearch, which "
+                "loads onnxruntime first"
             )
         import onnxruntime
 

@@ -14,11 +14,6 @@ from pathlib import Path
 
 import pytest
 
-if importlib.util.find_spec("onnxruntime") is not None:
-    # onnxruntime segfaults when imported after usearch, and some test of a worker may load usearch before
-    # the ONNX embedder tests run there: load it first (see memora_rl/onnx_encoder.py).
-    import onnxruntime  # noqa: F401
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCOMO_PATH = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 TINY_MODEL = "smollm2-135m-instruct"

@@ -34,6 +34,22 @@ CUT_TURN_ERROR = "turn cut at max_completion_tokens"
 _EPSILON = 1e-9
 
 
+def frontier_view(item: FrontierItem, entry: MemoryEntry | None) -> FrontierView:
+    """What the policy may be shown of a frontier item (`entry`: its stored entry, None if unreadable).
+
+    Abstraction, date and value are always filled; the renderer decides what to show (`show_dates`,
+    `frontier_value_tokens`), so one state renders in any layout.
+    """
+    return FrontierView(
+        entry_id=item.entry_id,
+        anchor=item.anchor_text if item.via == "anchor" else link_label(item.anchor_text),
+        abstraction=entry.abstraction if entry else "",
+        via=item.via,
+        date=value_date(entry) if entry else "",
+        value=entry.value if entry else "",
+    )
+
+
 class RetrievalEnv(gym.Env[str, str]):
     """Walk a prebuilt memory graph (expand along cue anchors, refine the query, stop) under a budget.
 
@@ -260,18 +276,8 @@ class RetrievalEnv(gym.Env[str, str]):
         """Frontier of the working set ranked by the current query, with each entry's abstraction."""
         items = self._frontier_items([entry.id for entry in self._working])
         entries = {entry.id: entry for entry in self._fetch([item.entry_id for item in items])}
-        show_values = self.config.frontier_value_tokens > 0
         self._frontier = [
-            FrontierView(
-                entry_id=item.entry_id,
-                anchor=item.anchor_text if item.via == "anchor" else link_label(item.anchor_text),
-                abstraction=entries[item.entry_id].abstraction if item.entry_id in entries else "",
-                via=item.via,
-                date=value_date(entries[item.entry_id]) if item.entry_id in entries else "",
-                value=entries[item.entry_id].value if show_values and item.entry_id in entries else "",
-            )
-            for item in items
-            if item.entry_id not in self._working_ids
+            frontier_view(item, entries.get(item.entry_id)) for item in items if item.entry_id not in self._working_ids
         ]
 
     def _frontier_items(self, ids: list[str]) -> list[FrontierItem]:

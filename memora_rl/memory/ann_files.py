@@ -21,11 +21,27 @@ The folder is a cache: deleting it only costs rebuilds.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
 from memora_rl.memory.config import StoreConfig
+
+
+def load_usearch() -> ModuleType:
+    """The `usearch` package with its `index` module; every usearch import of the project goes through here.
+
+    onnxruntime 1.32 segfaults when it is imported after usearch 2.26 in one process, and the ONNX
+    embedder (`memora_rl.onnx_encoder`) may be made after the first ANN search, so onnxruntime, when
+    installed, is loaded first (0.05 s, 20 MB).
+    """
+    if importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401
+    import usearch.index
+
+    return usearch
 
 
 def ann_dir(store_path: Path) -> Path:
@@ -40,8 +56,7 @@ def table_prefix(folder: Path, graph_id: str, table: str) -> Path:
 
 def fingerprint(matrix: np.ndarray, alive: np.ndarray, config: StoreConfig) -> str:
     """SHA-256 (32 hex digits) of rows (n, dim), their live mask (n,) and the index settings."""
-    import usearch
-
+    usearch = load_usearch()
     settings = (matrix.shape[1], config.ann_dtype, config.ann_connectivity, config.ann_expansion_add)
     digest = hashlib.sha256(f"{settings} usearch {usearch.__version__}".encode())
     digest.update(memoryview(alive))

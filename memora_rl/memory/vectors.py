@@ -148,9 +148,7 @@ class VectorTable:
 
     def build_ann(self) -> None:
         """Build the HNSW index over the live rows now (normally done lazily by `top_k`)."""
-        from usearch.index import Index
-
-        index = Index(
+        index = ann_files.load_usearch().index.Index(
             ndim=self.dim,
             metric="cos",
             dtype=self.config.ann_dtype,
@@ -182,13 +180,11 @@ class VectorTable:
         self.save_ann(fingerprint)
 
     def _load_ann(self, fingerprint: str) -> bool:
-        from usearch.index import Index
-
         path = self._ann_path(fingerprint)
         if not path.exists():
             return False
         try:
-            index = Index.restore(str(path))
+            index = ann_files.load_usearch().index.Index.restore(str(path))
         except (RuntimeError, ValueError, OSError) as error:
             logger.warning("ignoring the unreadable saved index %s (%s); rebuilding it", path, error)
             return False
