@@ -218,7 +218,8 @@ class Embedder:
                 raise ModelError(f"Embedder backend onnx: {why}. Set ${BACKEND_ENV}=torch or auto.")
             return None
         try:
-            exported = onnx_encoder.export_onnx(self._model, onnx_encoder.export_path(path))
+            onnx_path = onnx_encoder.export_path(path, cache_dir("models") / "onnx")
+            exported = onnx_encoder.export_onnx(self._model, onnx_path)
             import torch
 
             return onnx_encoder.OnnxEncoder(self._model, exported, threads=torch.get_num_threads())

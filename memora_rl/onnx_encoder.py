@@ -4,7 +4,7 @@ A query embedding through PyTorch eager pays a Python dispatch per layer op, and
 spin against every other busy process; ONNX Runtime runs the same graph as one call. The model is
 exported once from the loaded weights (PyTorch's own exporter) and cached beside the other models.
 sentence-transformers' built-in ONNX backend needs `optimum-onnx`, which requires transformers < 4.58
-(DESIGN: transformers 5.16-5.17 is pinned for vLLM), so the export and the pooling are done here.
+(transformers 5.16-5.17 is pinned for vLLM, see pyproject.toml), so the export and the pooling are done here.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 from filelock import FileLock
-
-from memora_rl.paths import cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -50,14 +48,14 @@ def onnx_runtime_available() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
 
 
-def export_path(model_path: str) -> Path:
-    """Where the export of the model at `model_path` is cached; the key changes when its weights or torch do."""
-    folder = Path(model_path)
-    files = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")) + sorted(folder.glob("config.json"))
-    stamp = [str(folder.resolve()), torch.__version__, str(ONNX_OPSET)]
+def export_path(model_path: str, folder: Path) -> Path:
+    """Where in `folder` the model at `model_path` is exported; the key changes when its weights or torch do."""
+    model = Path(model_path)
+    files = sorted(model.glob("*.safetensors")) + sorted(model.glob("*.bin")) + sorted(model.glob("config.json"))
+    stamp = [str(model.resolve()), torch.__version__, str(ONNX_OPSET)]
     stamp += [f"{file.name}:{file.stat().st_size}:{file.stat().st_mtime_ns}" for file in files]
     key = hashlib.sha256("\n".join(stamp).encode()).hexdigest()[:16]
-    return cache_dir("models") / "onnx" / f"{folder.name or 'model'}-{key}.onnx"
+    return folder / f"{model.name or 'model'}-{key}.onnx"
 
 
 class LastHiddenState(torch.nn.Module):

@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "paths": 0,
     "async_bridge": 0,
     "sqlite_wal": 0,
+    "onnx_encoder": 0,
     "config": 1,
     "embedding": 1,
     "cli_options": 1,
