@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memora_rl.memory.sql_io import chunks
+
 NAMES = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana"]
 THINGS = ["bicycle", "new job", "sister's wedding", "trip to Lisbon", "cooking class", "old flat", "garden", "band"]
 
@@ -39,7 +41,7 @@ def passages(count: int, salt: str) -> list[str]:
 
 def batched(texts: list[str], size: int) -> list[list[str]]:
     """`texts` in consecutive batches of `size` (the last may be shorter)."""
-    return [texts[i : i + size] for i in range(0, len(texts), size)]
+    return [list(batch) for batch in chunks(texts, size)]
 
 
 def timed(encode: Callable[[list[str]], np.ndarray], batches: list[list[str]]) -> tuple[float, float, np.ndarray]:

@@ -20,6 +20,7 @@ The folder is a cache: deleting it only costs rebuilds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 from pathlib import Path
@@ -30,6 +31,7 @@ import numpy as np
 from memora_rl.memory.config import StoreConfig
 
 
+@functools.cache
 def load_usearch() -> ModuleType:
     """The `usearch` package with its `index` module; every usearch import of the project goes through here.
 
