@@ -8,7 +8,8 @@ The baseline, measured in the same run, is the same graph's semantic search call
 (query embedding + fused search + entry reads, no HTTP, no env): the ratio column is a row's
 p50 over it. Each row also gives the server's CPU time per request (from /proc, Linux): with closed-loop
 clients p50 is about clients / throughput, and throughput is bounded by the cores over that CPU time.
-With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too.
+With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too. `--workers 1 2`
+loads each policy once per worker-process count (`serve-memory --workers`).
 
     python benchmarks/service_load.py --entries 10000 --requests 160
 """
@@ -162,12 +163,22 @@ class Server:
         raise SystemExit(f"serve-memory did not answer /healthz within {self.start_timeout_s:g} s (log: {self.log})")
 
     def cpu_seconds(self) -> float:
-        """User + system CPU seconds the server has used so far (nan where /proc is missing)."""
-        try:
-            fields = Path(f"/proc/{self.process.pid}/stat").read_text().rpartition(")")[2].split()
-        except OSError:
+        """User + system CPU seconds the server and its worker processes have used so far (nan without /proc)."""
+        stats: dict[int, list[str]] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                stats[int(stat.parent.name)] = stat.read_text().rpartition(")")[2].split()
+            except OSError:  # a process that ended meanwhile
+                continue
+        if self.process.pid not in stats:
             return float("nan")
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        tree, grew = {self.process.pid}, True
+        while grew:
+            children = {pid for pid, fields in stats.items() if int(fields[1]) in tree}  # fields[1]: parent pid
+            grew = not children <= tree
+            tree |= children
+        ticks = sum(int(stats[pid][11]) + int(stats[pid][12]) for pid in tree)  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def measure(self, path: str, bodies: list[dict], concurrency: int) -> dict:
         """`load` plus the server's CPU milliseconds per request."""
@@ -212,18 +223,19 @@ def retrieve_rows(
     return rows
 
 
-def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int]) -> list[dict]:
+def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int], workers: int = 1) -> list[dict]:
     """Extractive ingest into a new graph: batches of `batch_turns` turns, as turns per second."""
     rows = []
+    suffix = f", {workers} workers" if workers > 1 else ""
     for level in levels:
         bodies = [
-            {"graph": f"ingest-c{level}", "turns": [
+            {"graph": f"ingest-w{workers}-c{level}", "turns": [
                 {"speaker": NAMES[(b + t) % 15], "text": f"I lent my {THINGS[t % 10]} to {NAMES[b % 15]} on day {b}."}
                 for t in range(batch_turns)]}
             for b in range(batches)
         ]  # fmt: skip
         result = server.measure("/v1/ingest", bodies, level)
-        rows.append({"what": f"ingest, {batch_turns} turns/batch", "concurrency": level, **result,
+        rows.append({"what": f"ingest, {batch_turns} turns/batch{suffix}", "concurrency": level, **result,
                      "turns_per_s": result["rps"] * batch_turns})  # fmt: skip
     return rows
 
@@ -257,6 +269,7 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="locomo10.json (skipped when absent)")
     parser.add_argument("--start-timeout", type=float, default=600, help="seconds a server may take to start")
     parser.add_argument("--workdir", type=Path, default=None, help="folder of the store (default: a temp dir)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1], help="serve-memory --workers values to load")
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="service_load_"))
     store = workdir / "service.sqlite"
@@ -267,27 +280,29 @@ def main() -> None:
     if args.locomo is not None and args.locomo.is_file():
         locomo = build_locomo(workdir / "locomo.sqlite", args.locomo)
         stores.append(workdir / "locomo.sqlite")
-    servers = [(name, ["--policy", name]) for name in args.policies]
+    policies = [(name, ["--policy", name]) for name in args.policies]
     if args.llm_base_url and args.llm_model:
         export = ["--export", str(args.llm_export)] if args.llm_export else []
         llm = ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model, *export]
-        servers.append(("llm", llm))
+        policies.append(("llm", llm))
+    servers = [(name, policy_args, workers) for name, policy_args in policies for workers in args.workers]
     rows: list[dict] = []
     synthetic_texts = questions(args.requests)
-    for number, (name, policy_args) in enumerate(servers):
+    for number, (name, policy_args, workers) in enumerate(servers):
         requests = args.llm_requests if name == "llm" else args.requests  # an LLM walk takes seconds, not ms
-        with Server(stores, policy_args, free_port(), args.start_timeout) as server:
-            label = f"retrieve, {name}, {args.entries} entries"
+        suffix = f", {workers} workers" if workers > 1 else ""
+        with Server(stores, [*policy_args, "--workers", str(workers)], free_port(), args.start_timeout) as server:
+            label = f"retrieve, {name}, {args.entries} entries{suffix}"
             start = number * len(args.concurrency) * args.requests  # each server's questions are its own
             rows += retrieve_rows(server, label, GRAPH, synthetic_texts, args.concurrency, requests, start)
             if locomo is not None:
-                label = f"retrieve, {name}, LoCoMo {locomo[0]}"
+                label = f"retrieve, {name}, LoCoMo {locomo[0]}{suffix}"
                 rows += retrieve_rows(server, label, locomo[0], locomo[1], args.concurrency[:2], requests, start)
             if name == args.policies[0]:
-                rows += [{"what": "GET /healthz (HTTP floor)", "concurrency": level,
+                rows += [{"what": f"GET /healthz (HTTP floor){suffix}", "concurrency": level,
                           **server.measure("/healthz", [{}] * args.requests, level)}
                          for level in args.concurrency]  # fmt: skip
-                rows += ingest_rows(server, args.ingest_batches, args.ingest_turns, [1, 4])
+                rows += ingest_rows(server, args.ingest_batches, args.ingest_turns, [1, 4], workers)
     print_table(rows, base)
 
 

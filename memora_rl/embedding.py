@@ -161,11 +161,12 @@ class BatchCombiner:
 class Embedder:
     """Encode texts to L2-normalised float32 vectors, shape (N, dim), with an optional disk cache.
 
-    `backend` (default: `$MEMORA_RL_EMBEDDER_BACKEND`, else `torch`): `torch` runs sentence-transformers;
+    `backend` (default: `$MEMORA_RL_EMBEDDER_BACKEND`, else `auto`): `torch` runs sentence-transformers;
     `onnx` runs the same weights with ONNX Runtime (`memora_rl.onnx_encoder`; vectors agree to about
     1e-7 cosine, at a third of the CPU a query); `auto` takes `onnx` where it is installed and the model is
-    a mean-pooling one, else `torch`. ONNX is opt-in; onnxruntime must load before usearch in a
-    process, which `memory.ann_files.load_usearch` sees to.
+    a mean-pooling one, else `torch` (and falls back to `torch`, with a warning, where ONNX Runtime
+    cannot run it). onnxruntime must load before usearch in a process, which
+    `memory.ann_files.load_usearch` sees to.
     """
 
     def __init__(
@@ -175,7 +176,7 @@ class Embedder:
         use_cache: bool = True,
         backend: str | None = None,
     ) -> None:
-        backend = backend or os.environ.get(BACKEND_ENV) or "torch"
+        backend = backend or os.environ.get(BACKEND_ENV) or "auto"
         if backend not in BACKENDS:
             raise ModelError(
                 f"Unknown embedder backend {backend!r} (from ${BACKEND_ENV}); use one of {', '.join(BACKENDS)}."

@@ -88,6 +88,14 @@ def test_an_unknown_backend_names_the_variable_and_the_choices(monkeypatch) -> N
 
 
 @pytest.mark.slow
+def test_the_default_backend_is_onnx_where_it_is_installed(monkeypatch) -> None:
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    assert Embedder(use_cache=False).backend == "onnx"
+    monkeypatch.setenv(BACKEND_ENV, "torch")
+    assert Embedder(use_cache=False).backend == "torch"
+
+
+@pytest.mark.slow
 def test_a_model_that_is_not_mean_pooled_stays_on_torch_under_auto_and_is_refused_under_onnx(tmp_path) -> None:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Pooling

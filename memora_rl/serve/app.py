@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from memora_rl.serve.api import router as api_router
+from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.errors import install_error_handlers
 from memora_rl.serve.mcp_server import build_mcp_server
 from memora_rl.serve.service import MemoryService
@@ -19,6 +21,8 @@ from memora_rl.serve.web import router as web_router
 logger = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
+CONFIG_ENV = "MEMORA_RL_SERVE_CONFIG"
+"""Where `serve-memory --workers N` hands its settings (JSON) to the worker processes it starts."""
 
 
 def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
@@ -47,3 +51,17 @@ def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.router.routes.extend(mcp_app.routes)  # the MCP endpoint at /mcp, served by this app's lifespan
     return app
+
+
+def set_embed_threads(threads: int) -> None:
+    """Threads of one query embedding; set before the embedder is made (its ONNX session reads it)."""
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one uvicorn worker process: settings from `$MEMORA_RL_SERVE_CONFIG`, its own service."""
+    config = ServeConfig.model_validate_json(os.environ[CONFIG_ENV])
+    set_embed_threads(config.threads)
+    return create_app(MemoryService(config))

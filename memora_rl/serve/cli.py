@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -28,8 +29,12 @@ def serve_memory(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8700,
     mcp_stdio: Annotated[bool, typer.Option(help="Serve only the MCP tools over stdin/stdout.")] = False,
+    workers: Annotated[
+        int, typer.Option(help="Worker processes (about one per core); each loads its own embedder.")
+    ] = 1,
     torch_threads: Annotated[
-        int, typer.Option(help="Torch threads per query embedding; 1 avoids oversubscribing cores under concurrency.")
+        int,
+        typer.Option(help="Threads per query embedding (PyTorch or ONNX Runtime); 1 avoids oversubscribing cores."),
     ] = 1,
 ) -> None:
     """Serve retrieval and ingest over graph stores: JSON API (/docs), web page (/), MCP tools (/mcp)."""
@@ -44,17 +49,19 @@ def serve_memory(
             stores=store, policy=policy, llm_base_url=llm_base_url, llm_model=llm_model,  # type: ignore[arg-type]
             export=export,
             builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
-            budget=budget, runs_dir=runs_dir, host=host, port=port,
+            budget=budget, runs_dir=runs_dir, host=host, port=port, workers=workers, threads=torch_threads,
         )  # fmt: skip
     except ValidationError as error:
         problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in error.errors())
         raise ConfigError(
             f"serve-memory options are invalid: {problems}. See `memora-rl serve-memory --help`."
         ) from None
-    import torch
+    if mcp_stdio and config.workers > 1:
+        raise ConfigError("--mcp-stdio serves one client over stdin/stdout; drop --workers (or set it to 1).")
+    from memora_rl.serve.app import set_embed_threads
 
-    torch.set_num_threads(max(1, torch_threads))
-    service = MemoryService(config)
+    set_embed_threads(config.threads)
+    service = MemoryService(config)  # with --workers, made once here so bad stores or settings fail before any fork
     if mcp_stdio:
         from memora_rl.serve.mcp_server import build_mcp_server
 
@@ -65,7 +72,16 @@ def serve_memory(
         return
     import uvicorn
 
-    from memora_rl.serve.app import create_app
+    from memora_rl.serve.app import CONFIG_ENV, create_app
 
-    logger.info("serving %s with the %s policy at http://%s:%d/", service.graphs.graph_ids(), policy, host, port)
-    uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+    logger.info(
+        "serving %s with the %s policy at http://%s:%d/ (%d worker%s)",
+        service.graphs.graph_ids(), policy, host, port, config.workers, "s" if config.workers > 1 else "",
+    )  # fmt: skip
+    if config.workers == 1:
+        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+        return
+    service.close()
+    os.environ[CONFIG_ENV] = config.model_dump_json()
+    uvicorn.run("memora_rl.serve.app:app_from_environment", factory=True, workers=config.workers,
+                host=host, port=port, log_level="warning")  # fmt: skip

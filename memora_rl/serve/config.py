@@ -53,6 +53,11 @@ class ServeConfig(StrictModel):
     """Interface uvicorn binds to."""
     port: int = Field(default=8700, ge=0, le=65535)
     """TCP port (0 picks a free one)."""
+    workers: int = Field(default=1, ge=1, le=64)
+    """uvicorn worker processes, each with its own embedder, connections and policy client; requests are spread
+    over them (about one per core). Ingests stay serialised across them by a file lock beside each store."""
+    threads: int = Field(default=1, ge=1, le=64)
+    """Threads of a query embedding (PyTorch or ONNX Runtime); 1 avoids oversubscribing cores under concurrency."""
 
     @model_validator(mode="after")
     def _llm_needs_endpoint(self) -> ServeConfig:

@@ -2,15 +2,21 @@
 
 Reads (retrieve, search, pages) share one `SQLiteGraphStore` per file; ingest writes through a
 second one (a `batch()` per ingest), serialised by a lock, so a batch in progress is never
-visible to readers (SQLite WAL isolation) and readers reload their views after it commits.
+visible to readers (SQLite WAL isolation) and readers reload their views after it commits. The
+lock is a thread lock plus a file lock beside the store, so the worker processes of
+`serve-memory --workers N` (and other serve-memory processes on the same file) take turns too.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from filelock import FileLock
 
 from memora_rl.embedding import Embedder
 from memora_rl.errors import GraphError
@@ -26,12 +32,18 @@ class UnknownGraphError(GraphError):
 
 @dataclass
 class StoreHandle:
-    """One store file: its read connection, its write connection, and the lock that serialises ingests."""
+    """One store file: its read connection, its write connection, and the locks that serialise ingests."""
 
     path: Path
     reader: SQLiteGraphStore
     writer: SQLiteGraphStore
-    ingest_lock: threading.Lock = field(default_factory=threading.Lock)
+    _thread_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def ingest_lock(self) -> Iterator[None]:
+        """Hold the store's ingest lock: one ingest at a time among this process's threads and every process."""
+        with self._thread_lock, FileLock(f"{self.path}.ingest.lock", poll_interval=0.01):
+            yield
 
 
 class GraphRegistry:

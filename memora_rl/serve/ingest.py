@@ -139,11 +139,11 @@ def _write_built(handle: StoreHandle, builder: Builder, conversation: Conversati
 def ingest_batch(handle: StoreHandle, builder: Builder, request: IngestRequest) -> IngestResponse:
     """Add `request.turns` to graph `request.graph` in `handle`'s store as one transaction.
 
-    Ingests into one store are serialised (SQLite has one writer at a time); a failure leaves
+    Ingests into one store are serialised, across processes too (SQLite has one writer at a time); a failure leaves
     the store exactly as it was before the batch.
     """
     started = time.perf_counter()
-    with handle.ingest_lock:
+    with handle.ingest_lock():
         session_index = next_session_index(handle, request.graph)
         conversation = batch_conversation(request, session_index)
         if hasattr(builder, "plan") and hasattr(builder, "decider"):

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,18 @@ from tests.serve.conftest import GRAPH, free_port
 MEMORA_RL = str(Path(sys.executable).with_name("memora-rl"))
 
 
+def wait_for_health(process: subprocess.Popen, port: int, timeout_s: float = 180) -> dict:
+    """The /healthz answer of a starting serve-memory process (fails with its output if it exits or stays silent)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
+        assert time.monotonic() < deadline, f"serve-memory did not answer /healthz within {timeout_s:g} s"
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json()
+        except httpx.HTTPError:
+            time.sleep(0.5)
+
+
 @pytest.mark.slow
 def test_serve_memory_command_serves_the_store(friends_store: Path) -> None:
     port = free_port()
@@ -23,15 +36,7 @@ def test_serve_memory_command_serves_the_store(friends_store: Path) -> None:
     command = [MEMORA_RL, "serve-memory", "--store", str(friends_store), "--port", str(port), "--policy", "heuristic"]
     process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert process.poll() is None, process.stdout.read().decode()
-            assert time.monotonic() < deadline, "serve-memory did not answer /healthz within 180 s"
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json()
-                break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+        health = wait_for_health(process, port)
         assert health == {"status": "ok", "policy": "heuristic", "graphs": 2}
         body = {"graph": GRAPH, "question": "Where is Carla visiting from?"}
         found = httpx.post(f"http://127.0.0.1:{port}/v1/retrieve", json=body, timeout=60).json()
@@ -53,3 +58,40 @@ def test_serve_memory_rejects_unknown_policy(tmp_path: Path) -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert result.returncode == 1
     assert "--policy" in result.stdout + result.stderr and "semantic" in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_worker_processes_take_turns_to_ingest_and_lose_nothing(tmp_path: Path) -> None:
+    """With --workers 2, concurrent ingests land on both processes; the store's file lock keeps every batch."""
+    port, store = free_port(), tmp_path / "workers.sqlite"
+    command = [MEMORA_RL, "serve-memory", "--store", str(store), "--port", str(port), "--workers", "2"]
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    batches = [[{"speaker": f"Keeper{w}", "text": f"Keeper {w} rang bell number {w + 40} at the lighthouse."}]
+               for w in range(8)]  # fmt: skip
+    try:
+        wait_for_health(process, port)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+
+            def ingest(turns: list[dict]) -> dict:
+                response = http.post("/v1/ingest", json={"graph": "lighthouse", "turns": turns})
+                assert response.status_code == 200, response.text
+                return response.json()
+
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                results = list(pool.map(ingest, batches))
+            summaries = [http.get("/v1/graphs/lighthouse").json() for _ in range(4)]
+            found = http.post("/v1/retrieve", json={"graph": "lighthouse", "question": "Who rang bell number 45?"})
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    assert sorted(result["session_index"] for result in results) == list(range(1, 9))
+    assert {summary["entries"] for summary in summaries} == {8}
+    assert found.status_code == 200 and any("bell number 45" in e["value"] for e in found.json()["entries"])
+
+
+def test_mcp_stdio_refuses_worker_processes(tmp_path: Path) -> None:
+    command = [MEMORA_RL, "serve-memory", "--store", str(tmp_path / "s.sqlite"), "--mcp-stdio", "--workers", "2"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 1
+    assert "--workers" in result.stdout + result.stderr
