@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,6 +43,18 @@ SESSIONS = [
         ("Bob", "My marathon coach told me to run forty miles a week."),
     ]),
 ]  # fmt: skip
+
+
+def ingest_concurrently(http: httpx.Client, graph: str, batches: list[list[dict]]) -> list[dict]:
+    """POST every batch of turns to /v1/ingest at once (one thread each); each answer must be 200."""
+
+    def ingest(turns: list[dict]) -> dict:
+        response = http.post("/v1/ingest", json={"graph": graph, "turns": turns})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    with ThreadPoolExecutor(max_workers=len(batches)) as pool:
+        return list(pool.map(ingest, batches))
 
 
 def friends_conversation() -> Conversation:

@@ -6,13 +6,12 @@ import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.serve.conftest import GRAPH, free_port
+from tests.serve.conftest import GRAPH, free_port, ingest_concurrently
 
 MEMORA_RL = str(Path(sys.executable).with_name("memora-rl"))
 
@@ -72,14 +71,7 @@ def test_worker_processes_take_turns_to_ingest_and_lose_nothing(tmp_path: Path) 
     try:
         wait_for_health(process, port)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
-
-            def ingest(turns: list[dict]) -> dict:
-                response = http.post("/v1/ingest", json={"graph": "lighthouse", "turns": turns})
-                assert response.status_code == 200, response.text
-                return response.json()
-
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                results = list(pool.map(ingest, batches))
+            results = ingest_concurrently(http, "lighthouse", batches)
             summaries = [http.get("/v1/graphs/lighthouse").json() for _ in range(4)]
             found = http.post("/v1/retrieve", json={"graph": "lighthouse", "question": "Who rang bell number 45?"})
     finally:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
 
 from memora_rl.memory import open_store
-from tests.serve.conftest import LINKED_GRAPH, make_service, running_server
+from tests.serve.conftest import LINKED_GRAPH, ingest_concurrently, make_service, running_server
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +44,7 @@ def test_concurrent_ingest_into_one_graph_loses_nothing(tmp_path: Path, embedder
         for w in range(8)
     ]  # fmt: skip
     with running_server(service) as url, httpx.Client(base_url=url, timeout=120) as http:
-
-        def ingest(turns: list[dict]) -> dict:
-            response = http.post("/v1/ingest", json={"graph": "orchards", "turns": turns})
-            assert response.status_code == 200, response.text
-            return response.json()
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            results = list(pool.map(ingest, batches))
+        results = ingest_concurrently(http, "orchards", batches)
         summary = http.get("/v1/graphs/orchards").json()
     assert sorted(result["session_index"] for result in results) == list(range(1, 9))
     with open_store(store_path, embedder=embedder) as store:
