@@ -224,13 +224,17 @@ def retrieve_rows(
 
 
 def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int], workers: int = 1) -> list[dict]:
-    """Extractive ingest into a new graph: batches of `batch_turns` turns, as turns per second."""
+    """Extractive ingest into a new graph: batches of `batch_turns` turns, as turns per second.
+
+    Each server's turns differ (they name its worker count), so no row finds them in the embedding cache.
+    """
     rows = []
     suffix = f", {workers} workers" if workers > 1 else ""
     for level in levels:
         bodies = [
             {"graph": f"ingest-w{workers}-c{level}", "turns": [
-                {"speaker": NAMES[(b + t) % 15], "text": f"I lent my {THINGS[t % 10]} to {NAMES[b % 15]} on day {b}."}
+                {"speaker": NAMES[(b + t) % 15],
+                 "text": f"I lent my {THINGS[t % 10]} to {NAMES[b % 15]} on day {b} (server {workers}w)."}
                 for t in range(batch_turns)]}
             for b in range(batches)
         ]  # fmt: skip
