@@ -226,7 +226,7 @@ def retrieve_rows(
 def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int], workers: int = 1) -> list[dict]:
     """Extractive ingest into a new graph: batches of `batch_turns` turns, as turns per second.
 
-    Each server's turns differ (they name its worker count), so no row finds them in the embedding cache.
+    Each row's turns differ (they name the worker count and the clients), so none is in the embedding cache.
     """
     rows = []
     suffix = f", {workers} workers" if workers > 1 else ""
@@ -234,7 +234,7 @@ def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int
         bodies = [
             {"graph": f"ingest-w{workers}-c{level}", "turns": [
                 {"speaker": NAMES[(b + t) % 15],
-                 "text": f"I lent my {THINGS[t % 10]} to {NAMES[b % 15]} on day {b} (server {workers}w)."}
+                 "text": f"I lent my {THINGS[t % 10]} to {NAMES[b % 15]} on day {b} ({workers}w{level}c)."}
                 for t in range(batch_turns)]}
             for b in range(batches)
         ]  # fmt: skip
