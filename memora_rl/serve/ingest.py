@@ -5,8 +5,9 @@ session + 1), so episode ids (`ep-s<session>-<n>`) and default turn ids (`D<sess
 never collide with earlier batches. The extractive builder plans the batch without the store
 (all embedding happens before the write lock is taken); other builders (Memora, NEMORI) run
 their `build` inside the batch. Either way a failure rolls the whole batch back. Inside the
-batch the session number is read again: if another process sharing the store file wrote a
-session since, the batch is refused (`IngestConflictError`, HTTP 409) and nothing is written.
+batch the session number is read again: if a writer outside serve-memory's ingest lock (a
+`graph build` into the same file) wrote a session since, the batch is refused
+(`IngestConflictError`, HTTP 409) and nothing is written.
 """
 
 from __future__ import annotations

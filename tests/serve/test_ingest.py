@@ -9,7 +9,7 @@ import pytest
 from memora_rl.builders.extractive import ExtractiveBuilder
 from memora_rl.memory import open_store
 from memora_rl.serve.graphs import StoreHandle
-from memora_rl.serve.ingest import IngestConflictError, ingest_batch
+from memora_rl.serve.ingest import IngestConflictError, batch_conversation, ingest_batch, next_session_index
 from memora_rl.serve.schemas import IngestRequest, IngestTurn
 
 
@@ -48,7 +48,11 @@ def test_build_path_reports_created_then_merged_in_new_sessions(tmp_path: Path, 
 
 
 class RacingPlanner:
-    """The extractive builder, but another process (a second handle on the same file) ingests while it plans."""
+    """The extractive builder, but another writer of the file adds a session while it plans.
+
+    The other writer builds straight into its own connection, as `memora-rl graph build` would: it does
+    not take serve-memory's ingest lock (serve-memory processes wait for each other on that lock instead).
+    """
 
     def __init__(self, inner: ExtractiveBuilder, other: StoreHandle, turn: IngestTurn) -> None:
         self.inner, self.other, self.turn, self.raced = inner, other, turn, False
@@ -57,7 +61,9 @@ class RacingPlanner:
     def plan(self, conversation, graph_id):
         if not self.raced:
             self.raced = True
-            ingest_batch(self.other, self.inner, IngestRequest(graph=graph_id, turns=[self.turn]))
+            request = IngestRequest(graph=graph_id, turns=[self.turn])
+            racing = batch_conversation(request, next_session_index(self.other, graph_id))
+            self.inner.build(racing, self.other.writer, graph_id)
         return self.inner.plan(conversation, graph_id)
 
 
