@@ -223,13 +223,18 @@ def retrieve_rows(
     return rows
 
 
+def workers_label(workers: int) -> str:
+    """What a row label adds for a server with several worker processes ("" for one)."""
+    return f", {workers} workers" if workers > 1 else ""
+
+
 def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int], workers: int = 1) -> list[dict]:
     """Extractive ingest into a new graph: batches of `batch_turns` turns, as turns per second.
 
     Each row's turns differ (they name the worker count and the clients), so none is in the embedding cache.
     """
     rows = []
-    suffix = f", {workers} workers" if workers > 1 else ""
+    suffix = workers_label(workers)
     for level in levels:
         bodies = [
             {"graph": f"ingest-w{workers}-c{level}", "turns": [
@@ -294,7 +299,7 @@ def main() -> None:
     synthetic_texts = questions(args.requests)
     for number, (name, policy_args, workers) in enumerate(servers):
         requests = args.llm_requests if name == "llm" else args.requests  # an LLM walk takes seconds, not ms
-        suffix = f", {workers} workers" if workers > 1 else ""
+        suffix = workers_label(workers)
         with Server(stores, [*policy_args, "--workers", str(workers)], free_port(), args.start_timeout) as server:
             label = f"retrieve, {name}, {args.entries} entries{suffix}"
             start = number * len(args.concurrency) * args.requests  # each server's questions are its own
