@@ -11,6 +11,7 @@ import logging
 import os
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
@@ -91,6 +92,40 @@ class EmbeddingCache:
             )
 
 
+class QueryCache:
+    """A bounded in-process LRU of query vectors by text.
+
+    Queries (questions, refines) are kept here, not on disk: a served process sees mostly new
+    questions, and writing each one to the shared disk cache grew it by every question asked and
+    made every query a write transaction. Documents (entries, episodes) still go to the disk cache.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def get(self, text: str) -> np.ndarray | None:
+        """The cached vector of `text` (now the most recently used), or None."""
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is not None:
+                self._vectors.move_to_end(text)
+            return vector
+
+    def put_many(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Cache one vector per text, dropping the least recently used beyond `capacity`."""
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._vectors[text] = vector
+                self._vectors.move_to_end(text)
+            while len(self._vectors) > self.capacity:
+                self._vectors.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+
 def text_key(text: str) -> str:
     """Cache key of a text."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -159,7 +194,10 @@ class BatchCombiner:
 
 
 class Embedder:
-    """Encode texts to L2-normalised float32 vectors, shape (N, dim), with an optional disk cache.
+    """Encode texts to L2-normalised float32 vectors, shape (N, dim), with optional caches.
+
+    `encode` (documents) reads and writes the disk cache; `encode_one` (queries) keeps a bounded
+    in-process cache (`QueryCache`) instead. `use_cache=False` turns both off.
 
     `backend` (default: `$MEMORA_RL_EMBEDDER_BACKEND`, else `auto`): `torch` runs sentence-transformers;
     `onnx` runs the same weights with ONNX Runtime (`memora_rl.onnx_encoder`; vectors agree to about
@@ -199,7 +237,8 @@ class Embedder:
         dim = self._model.get_embedding_dimension()
         self.dim = int(dim) if dim is not None else int(self._encode_uncached(["probe"]).shape[1])
         self._cache = EmbeddingCache(cache_dir("embeddings") / "vectors.sqlite") if use_cache else None
-        self._combiner = BatchCombiner(self.encode)
+        self.queries = QueryCache(capacity=4096 if use_cache else 0)
+        self._combiner = BatchCombiner(self._encode_queries)
 
     def _onnx_encoder(self, path: str, backend: str) -> OnnxEncoder | None:
         """The ONNX Runtime encoder that `backend` asks for, or None for PyTorch.
@@ -260,8 +299,14 @@ class Embedder:
         return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
 
     def encode_one(self, text: str) -> np.ndarray:
-        """Embed a single text; shape (dim,). Concurrent calls from several threads are batched together."""
-        return self._combiner.encode(text)
+        """Embed a query; shape (dim,). Kept in `queries` (memory, never disk); concurrent misses share a batch."""
+        vector = self.queries.get(text)
+        return vector if vector is not None else self._combiner.encode(text)
+
+    def _encode_queries(self, texts: list[str]) -> np.ndarray:
+        vectors = self._encode_uncached(texts)
+        self.queries.put_many(texts, vectors)
+        return vectors
 
 
 def get_embedder(model_name: str = DEFAULT_EMBEDDER) -> Embedder:

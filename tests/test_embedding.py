@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from memora_rl.embedding import BACKEND_ENV, BatchCombiner, Embedder
+from memora_rl.embedding import BACKEND_ENV, BatchCombiner, Embedder, QueryCache, text_key
 from memora_rl.errors import ModelError
 
 
@@ -49,6 +49,31 @@ def test_an_error_reaches_every_caller_of_the_batch_and_the_next_batch_still_run
         with pytest.raises(ValueError, match="bad"):
             failing.result(timeout=5)
         assert queued.result(timeout=5).tolist() == [1.0, 1.0]
+
+
+def test_the_query_cache_drops_the_least_recently_used_beyond_its_capacity() -> None:
+    cache = QueryCache(capacity=2)
+    cache.put_many(["a", "b"], np.eye(2, dtype=np.float32))
+    assert cache.get("a") is not None  # "a" is now the most recently used
+    cache.put_many(["c"], np.ones((1, 2), dtype=np.float32))
+    assert (len(cache), cache.get("b")) == (2, None)
+    assert cache.get("a").tolist() == [1.0, 0.0] and cache.get("c").tolist() == [1.0, 1.0]
+
+
+@pytest.mark.slow
+def test_queries_stay_in_memory_and_documents_go_to_the_disk_cache(embedder, tmp_path) -> None:
+    from memora_rl.memory import EntryCandidate, always_create, open_store
+
+    question = f"Where did the cache test {tmp_path.name} leave its keys?"
+    document = f"The cache test {tmp_path.name} left its keys in the drawer."
+    on_disk = lambda text: embedder._cache.get_many(embedder.model_name, [text_key(text)])  # noqa: E731
+    with open_store(tmp_path / "store.sqlite", embedder=embedder) as store:
+        store.upsert_entry("g", EntryCandidate(abstraction="keys", value=document), always_create)
+        hits = store.search("g", question, k=1)  # the query text: embedded through encode_one
+    assert [hit.entry_id for hit in hits] and embedder.queries.get(question) is not None
+    assert np.allclose(embedder.encode_one(question), embedder._encode_uncached([question])[0], atol=1e-5)
+    assert on_disk(question) == {}  # a served question never grows the disk cache
+    assert list(on_disk(document)) == [text_key(document)]
 
 
 @pytest.mark.slow

@@ -105,8 +105,11 @@ class SQLiteGraphStore:
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts, (n, dim), checking the embedder matches the store."""
-        vectors = self.embedder.encode(list(texts))
-        if self._db.dim is not None and len(texts) and vectors.shape[1] != self._db.dim:
+        return self._checked_dim(self.embedder.encode(list(texts)))
+
+    def _checked_dim(self, vectors: np.ndarray) -> np.ndarray:
+        """`vectors`, (n, dim), once their width is the store's."""
+        if self._db.dim is not None and len(vectors) and vectors.shape[1] != self._db.dim:
             raise GraphError(
                 f"The embedder gives {vectors.shape[1]}-d vectors but store {self.path} holds {self._db.dim}-d "
                 "ones. Open it with the embedder that built it."
@@ -114,8 +117,9 @@ class SQLiteGraphStore:
         return vectors
 
     def _query_vector(self, query: str | np.ndarray) -> np.ndarray:
+        """A query's unit vector: text through the embedder's query cache (`encode_one`), or a vector checked."""
         if isinstance(query, str):
-            return self._embed([query])[0]
+            return self._checked_dim(self.embedder.encode_one(query)[None])[0]
         return as_unit_vector(query, self.dim, "The query vector")
 
     def _cache(self, graph_id: str) -> GraphCache:

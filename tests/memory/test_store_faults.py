@@ -86,6 +86,10 @@ class FrozenEmbedder:
         """Rows (len(texts), dim) looked up by text."""
         return np.stack([self._vectors[text] for text in texts]) if texts else np.zeros((0, self.dim), np.float32)
 
+    def encode_one(self, text: str) -> np.ndarray:
+        """The vector of one query text."""
+        return self._vectors[text]
+
 
 def _frozen(embedder: Embedder, texts: Sequence[str]) -> dict[str, np.ndarray]:
     """The real embeddings of `texts`, by text, to hand to a child process."""
