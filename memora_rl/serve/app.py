@@ -64,4 +64,6 @@ def app_from_environment() -> FastAPI:
     """The app of one uvicorn worker process: settings from `$MEMORA_RL_SERVE_CONFIG`, its own service."""
     config = ServeConfig.model_validate_json(os.environ[CONFIG_ENV])
     set_embed_threads(config.threads)
-    return create_app(MemoryService(config))
+    service = MemoryService(config)
+    service.warm_up()
+    return create_app(service)

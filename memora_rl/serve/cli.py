@@ -62,6 +62,8 @@ def serve_memory(
 
     set_embed_threads(config.threads)
     service = MemoryService(config)  # with --workers, made once here so bad stores or settings fail before any fork
+    if config.workers == 1:
+        service.warm_up()  # worker processes load their own; this one then only supervises them
     if mcp_stdio:
         from memora_rl.serve.mcp_server import build_mcp_server
 

@@ -51,10 +51,11 @@ class GraphRegistry:
 
     Args:
         paths: store files (created when missing); a graph id held by two of them is an error.
-        embedder: the one embedder every connection shares (its cache then serves all of them).
+        embedder: the one embedder every connection shares (its cache then serves all of them);
+            None: the process-wide default one, loaded on first use.
     """
 
-    def __init__(self, paths: list[Path], embedder: Embedder) -> None:
+    def __init__(self, paths: list[Path], embedder: Embedder | None) -> None:
         self.handles = [
             StoreHandle(path=Path(p), reader=open_store(p, embedder=embedder), writer=open_store(p, embedder=embedder))
             for p in paths

@@ -62,7 +62,7 @@ def warn_if_policy_context_short(config: ServeConfig, base: EnvConfig) -> None:
         logger.warning("Could not check the policy server's context length: %s", error)
 
 
-def make_ingest_builder(config: ServeConfig, embedder: Embedder) -> Builder:
+def make_ingest_builder(config: ServeConfig, embedder: Embedder | None) -> Builder:
     """The ingest builder; the extractive one shares the service's embedder (so its cache serves the store)."""
     if config.builder == "extractive":
         from memora_rl.builders.extractive import ExtractiveBuilder, ExtractiveConfig
@@ -81,20 +81,32 @@ class MemoryService:
 
     Args:
         config: what to serve.
-        embedder: the text embedder (default: the store config's, all-MiniLM-L6-v2).
+        embedder: the text embedder shared by stores, builder and search (default: the process-wide
+            all-MiniLM-L6-v2, loaded on first use, so the parent of worker processes never loads it).
         policy: the retrieval policy (default: `make_policy(config)`).
     """
 
     def __init__(self, config: ServeConfig, embedder: Embedder | None = None, policy: Policy | None = None) -> None:
         self.config = config
         self.env = served_env(config)
-        self.embedder = embedder or get_embedder()
-        self.graphs = GraphRegistry(config.stores, self.embedder)
+        self._embedder = embedder
+        self.graphs = GraphRegistry(config.stores, embedder)
         self.policy = policy or make_policy(config)
         if policy is None and config.policy == "llm":
             warn_if_policy_context_short(config, self.env)
-        self.builder = make_ingest_builder(config, self.embedder)
+        self.builder = make_ingest_builder(config, embedder)
         self.judge = LiveJudge(self.env.judge)
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder handed in, else the process-wide one that the stores and the builder load too."""
+        if self._embedder is None:
+            self._embedder = get_embedder()
+        return self._embedder
+
+    def warm_up(self) -> None:
+        """Load the embedder now, so that the first request does not wait for it."""
+        self.embedder.encode_one("warm up")
 
     def episodes_of(self, graph_id: str, episode_ids: Sequence[str]) -> list[Episode]:
         """Stored episodes by id, in order (ids never stored are left out)."""

@@ -28,6 +28,17 @@ def wait_for_health(process: subprocess.Popen, port: int, timeout_s: float = 180
             time.sleep(0.5)
 
 
+def child_pids(pid: int) -> list[int]:
+    """Ids of a process's children (Linux /proc)."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MB (Linux /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
 @pytest.mark.slow
 def test_serve_memory_command_serves_the_store(friends_store: Path) -> None:
     port = free_port()
@@ -70,6 +81,7 @@ def test_worker_processes_take_turns_to_ingest_and_lose_nothing(tmp_path: Path) 
                for w in range(8)]  # fmt: skip
     try:
         wait_for_health(process, port)
+        parent_mb, worker_mb = rss_mb(process.pid), max(map(rss_mb, child_pids(process.pid)))
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
             results = ingest_concurrently(http, "lighthouse", batches)
             summaries = [http.get("/v1/graphs/lighthouse").json() for _ in range(4)]
@@ -80,6 +92,7 @@ def test_worker_processes_take_turns_to_ingest_and_lose_nothing(tmp_path: Path) 
     assert sorted(result["session_index"] for result in results) == list(range(1, 9))
     assert {summary["entries"] for summary in summaries} == {8}
     assert found.status_code == 200 and any("bell number 45" in e["value"] for e in found.json()["entries"])
+    assert parent_mb < 0.6 * worker_mb, (parent_mb, worker_mb)  # the supervising parent loads no embedder
 
 
 def test_mcp_stdio_refuses_worker_processes(tmp_path: Path) -> None:
