@@ -103,6 +103,8 @@ CONFIG_KEYS_IGNORED = ("model", "resume", "backend", "server", "logging", "save_
 
 CATEGORY_PREFIX = "recall/"
 """Metric key prefix of a policy's recall on one task category."""
+CATEGORY_TOKENS_PREFIX = "tokens/"
+"""Metric key prefix of a policy's mean context tokens on one task category."""
 
 
 # ---- pure parts ---------------------------------------------------------------------------------
@@ -122,7 +124,8 @@ def action_mix(components: Sequence[Mapping[str, float]]) -> dict[str, float]:
 def policy_metrics(components: Sequence[Mapping[str, float]], categories: Sequence[str] = ()) -> dict[str, float]:
     """Episode means of the judge's components, the action mix (`mix_<kind>`) and recall per task category.
 
-    `categories` holds each episode's task category; with it, `recall/<category>` is that category's mean recall.
+    `categories` holds each episode's task category; with it, `recall/<category>` and `tokens/<category>` are
+    that category's mean recall and context tokens.
 
     Raises:
         ValueError: no episode, or `categories` of another length than `components`.
@@ -135,10 +138,9 @@ def policy_metrics(components: Sequence[Mapping[str, float]], categories: Sequen
     metrics = {name: statistics.fmean(float(c[name]) for c in components) for name in names}
     metrics.update({f"mix_{kind}": share for kind, share in action_mix(components).items()})
     for category in sorted(set(categories)):
-        recalls = [
-            float(c["evidence_recall"]) for c, cat in zip(components, categories, strict=True) if cat == category
-        ]
-        metrics[f"{CATEGORY_PREFIX}{category}"] = statistics.fmean(recalls)
+        rows = [c for c, cat in zip(components, categories, strict=True) if cat == category]
+        metrics[f"{CATEGORY_PREFIX}{category}"] = statistics.fmean(float(c["evidence_recall"]) for c in rows)
+        metrics[f"{CATEGORY_TOKENS_PREFIX}{category}"] = statistics.fmean(float(c["context_tokens"]) for c in rows)
     metrics["episodes"] = float(len(components))
     return metrics
 
@@ -203,9 +205,26 @@ def equal_token_rows(
         row: dict[str, Any] = {"context_tokens": tokens, "evidence_recall": recall}
         for curve_name, points in curves.items():
             value, inside = interpolate_at([(p["context_tokens"], p["evidence_recall"]) for p in points], tokens)
-            row[curve_name] = {"recall": value, "margin": recall - value, "in_range": inside}
+            row[curve_name] = {"recall": value, "margin": recall - value, "in_range": inside,
+                               "categories": category_margins(metrics, points)}  # fmt: skip
         rows[name] = row
     return rows
+
+
+def category_margins(metrics: Mapping[str, float], points: Sequence[Mapping[str, float]]) -> dict[str, dict[str, Any]]:
+    """Per task category: the curve's recall on that category read at the policy's tokens on it, and the margin.
+
+    Only categories that the policy and every curve point have figures for (`recall/<c>`, `tokens/<c>`).
+    """
+    margins: dict[str, dict[str, Any]] = {}
+    for key in sorted(k for k in metrics if k.startswith(CATEGORY_PREFIX)):
+        category = key.removeprefix(CATEGORY_PREFIX)
+        tokens_key = f"{CATEGORY_TOKENS_PREFIX}{category}"
+        if tokens_key not in metrics or not all(key in p and tokens_key in p for p in points):
+            continue
+        value, inside = interpolate_at([(p[tokens_key], p[key]) for p in points], metrics[tokens_key])
+        margins[category] = {"recall": value, "margin": metrics[key] - value, "in_range": inside}
+    return margins
 
 
 def _fmt(value: float | None, digits: int, std: float | None = None, sign: bool = False) -> str:
@@ -236,6 +255,24 @@ def category_table(policies: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for name, policy in policies.items():
         std = policy.get("std") or {}
         cells = [_fmt(policy["mean"].get(key), 3, std.get(key)) for key in keys]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def category_margin_table(equal_tokens: Mapping[str, Mapping[str, Any]], curve_names: Sequence[str]) -> list[str]:
+    """Markdown lines: per policy and category, recall - each curve's recall on that category at the same tokens."""
+    pairs = sorted({(curve, category) for row in equal_tokens.values() for curve in curve_names
+                    for category in row[curve].get("categories", {})})  # fmt: skip
+    if not pairs:
+        return []
+    header = " | ".join(f"{category}: recall - {curve}" for curve, category in pairs)
+    lines = ["", "By task category at equal context tokens (the category's own tokens and curve; * = outside it):", ""]
+    lines += [f"| policy | {header} |", "|---|" + "---|" * len(pairs)]
+    for name, row in equal_tokens.items():
+        cells = []
+        for curve, category in pairs:
+            margin = row[curve].get("categories", {}).get(category)
+            cells.append("n/a" if margin is None else f"{margin['margin']:+.3f}{'' if margin['in_range'] else '*'}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -278,6 +315,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
             star = "" if row[curve]["in_range"] else "*"
             cells += [f"{row[curve]['recall']:.3f}{star}", f"{row[curve]['margin']:+.3f}"]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += category_margin_table(report["equal_tokens"], curve_names)
     gain = report.get("grpo_gain")
     if gain:
         lines += ["", f"GRPO over its starting policy ({gain['start']}), paired per seed:", ""]
@@ -567,17 +605,18 @@ def baseline_curves(
     """(mean tokens, mean recall) of semantic at each `initial_top_k` and heuristic at each budget."""
     curves: dict[str, list[dict[str, Any]]] = {SEMANTIC: [], HEURISTIC: []}
     for k in semantic_k:
-        metrics = policy_metrics(play_baseline(ctx, SEMANTIC, [f"env.initial_top_k={k}"]))
+        metrics = policy_metrics(play_baseline(ctx, SEMANTIC, [f"env.initial_top_k={k}"]), ctx.categories)
         curves[SEMANTIC].append({"setting": f"k={k}", **_point(metrics)})
     for budget in budgets:
-        metrics = policy_metrics(play_baseline(ctx, HEURISTIC, [f"env.budget={budget:g}"]))
+        metrics = policy_metrics(play_baseline(ctx, HEURISTIC, [f"env.budget={budget:g}"]), ctx.categories)
         curves[HEURISTIC].append({"setting": f"b={budget:g}", **_point(metrics)})
     return curves
 
 
 def _point(metrics: Mapping[str, float]) -> dict[str, float]:
-    """The curve coordinates of a policy's metrics."""
-    return {"context_tokens": metrics["context_tokens"], "evidence_recall": metrics["evidence_recall"]}
+    """The curve coordinates of a policy's metrics, overall and per task category."""
+    per_category = {k: v for k, v in metrics.items() if k.startswith((CATEGORY_PREFIX, CATEGORY_TOKENS_PREFIX))}
+    return {"context_tokens": metrics["context_tokens"], "evidence_recall": metrics["evidence_recall"], **per_category}
 
 
 # ---- training -----------------------------------------------------------------------------------

@@ -109,8 +109,30 @@ def test_equal_token_rows_give_each_policy_its_margin_over_each_curve():
         ],
     }
     rows = learning.equal_token_rows({"GRPO": {"context_tokens": 200.0, "evidence_recall": 0.7}}, curves)
-    assert rows["GRPO"]["semantic"] == {"recall": pytest.approx(0.6), "margin": pytest.approx(0.1), "in_range": True}
-    assert rows["GRPO"]["heuristic"] == {"recall": 0.9, "margin": pytest.approx(-0.2), "in_range": False}
+    assert rows["GRPO"]["semantic"] == {"recall": pytest.approx(0.6), "margin": pytest.approx(0.1), "in_range": True,
+                                        "categories": {}}  # fmt: skip
+    assert rows["GRPO"]["heuristic"] == {"recall": 0.9, "margin": pytest.approx(-0.2), "in_range": False,
+                                         "categories": {}}  # fmt: skip
+
+
+def test_each_category_is_read_on_its_own_curve_at_its_own_tokens():
+    categories = ["multi-hop", "multi-hop", "single-hop"]
+
+    def metrics(recalls: list[float], tokens: list[float]) -> dict[str, float]:
+        return learning.policy_metrics([_components(r, t, stop=1) for r, t in zip(recalls, tokens)], categories)
+
+    policy = metrics([0.5, 0.7, 1.0], [150.0, 250.0, 100.0])  # multi-hop: 0.6 at 200 tokens; single-hop: 1.0 at 100
+    assert (policy["tokens/multi-hop"], policy["recall/single-hop"]) == (200.0, 1.0)
+    curve = [learning._point(metrics([0.2, 0.2, 0.8], [100.0, 100.0, 50.0])),
+             learning._point(metrics([0.6, 0.6, 0.9], [300.0, 300.0, 150.0]))]  # fmt: skip
+    rows = learning.equal_token_rows({"GRPO": policy}, {"semantic": curve})
+    by_category = rows["GRPO"]["semantic"]["categories"]
+    assert by_category["multi-hop"] == {"recall": pytest.approx(0.4), "margin": pytest.approx(0.2), "in_range": True}
+    assert by_category["single-hop"] == {"recall": pytest.approx(0.85), "margin": pytest.approx(0.15),
+                                         "in_range": True}  # fmt: skip
+    table = "\n".join(learning.category_margin_table(rows, ["semantic"]))
+    assert "| policy | multi-hop: recall - semantic | single-hop: recall - semantic |" in table
+    assert "| GRPO | +0.200 | +0.150 |" in table
 
 
 def _report() -> dict:
