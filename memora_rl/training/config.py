@@ -131,6 +131,10 @@ class WarmStartSettings(StrictModel):
     """Oracle beam width."""
     max_refines: int = Field(2, ge=0)
     """Refines the oracle may use per walk (queries only from text the policy sees)."""
+    max_stop_share: float = Field(1.0, ge=0.0, le=1.0)
+    """Most share of the episodes that may be a bare stop (the oracle found nothing to gain); the extra ones are
+    left out. Where most walks are a bare stop (LoCoMo: 70%), imitating them all teaches "always stop"
+    (docs/learning.md, section 16). 1.0 keeps every walk."""
 
 
 class TrainConfig(StrictModel):

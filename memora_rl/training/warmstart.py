@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
 from typing import Any
@@ -42,27 +42,45 @@ class ScriptedGenerator:
         return [Generated(token_ids=ids, logprobs=[0.0] * len(ids), finish_reason="stop")]
 
 
+def limit_bare_stops(walks: Sequence[Any], max_stop_share: float) -> list[Any]:
+    """`walks` (in order) without the bare stops beyond `max_stop_share` of the result (the first ones are kept).
+
+    A bare stop is a walk of one action: the oracle found nothing worth retrieving.
+
+    >>> from types import SimpleNamespace as Walk
+    >>> stop, acting = Walk(actions=["stop"]), Walk(actions=["expand", "stop"])
+    >>> walks = [stop, acting, stop, stop]
+    >>> [len(walk.actions) for walk in limit_bare_stops(walks, 0.5)]
+    [1, 2]
+    """
+    acting = sum(len(walk.actions) > 1 for walk in walks)
+    share = max_stop_share
+    stops_allowed = len(walks) if share >= 1.0 else int(share * acting / (1.0 - share) + 1e-9)
+    kept = []
+    for walk in walks:
+        if len(walk.actions) > 1 or stops_allowed > 0:
+            stops_allowed -= len(walk.actions) == 1
+            kept.append(walk)
+    return kept
+
+
 def oracle_episodes(
     env: Any,
     tasks: Sequence[Any],
     tokenizer: Any,
     settings: RolloutSettings,
-    oracle: Any,
-    progress: Callable[[int], None] | None = None,
+    walks: Sequence[Any],
 ) -> list[Episode]:
-    """Play each task's oracle walk through `EpisodePlayer`: the exact token streams of a rollout."""
+    """Play each task's oracle walk (`walks`, one per task) through `EpisodePlayer`: a rollout's exact token streams."""
     from memora_rl.policy.render import chat_opener
 
     player = EpisodePlayer(tokenizer, chat_opener(env.config), settings)
     end_id = end_of_turn_ids(tokenizer, player.turn_format)[0]
     episodes = []
-    for task in tasks:
-        walk = oracle.walk(task)
+    for task, walk in zip(tasks, walks, strict=True):
         episode = player.start(env, task)
         player.play([episode], ScriptedGenerator(tokenizer, walk.actions, end_id), temperature=1.0)
         episodes.append(episode)
-        if progress is not None:
-            progress(len(episodes))
     return episodes
 
 
@@ -125,10 +143,12 @@ def warm_start(config: Any, device: str) -> Path:
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
     oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
     with Progress(transient=True) as bar:
-        walks = bar.add_task("oracle walks for the warm start", total=len(tasks))
-        episodes = oracle_episodes(env, tasks, tokenizer, rollout, oracle, lambda n: bar.update(walks, completed=n))
+        walks = [oracle.walk(task) for task in bar.track(tasks, description="oracle walks for the warm start")]
+    by_task = {task.id: task for task in tasks}
+    walks = limit_bare_stops(walks, settings.max_stop_share)
+    episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
     summary = episode_summary(episodes)
-    logger.info("warm start: %d oracle episodes, mean components %s", len(episodes), summary)
+    logger.info("warm start: %d oracle episodes of %d tasks, mean components %s", len(episodes), len(tasks), summary)
     args = SFTConfig(
         output_dir=str(out / "trainer"),
         num_train_epochs=settings.epochs,

@@ -119,7 +119,8 @@ def test_each_category_is_read_on_its_own_curve_at_its_own_tokens():
     categories = ["multi-hop", "multi-hop", "single-hop"]
 
     def metrics(recalls: list[float], tokens: list[float]) -> dict[str, float]:
-        return learning.policy_metrics([_components(r, t, stop=1) for r, t in zip(recalls, tokens)], categories)
+        episodes = [_components(r, t, stop=1) for r, t in zip(recalls, tokens, strict=True)]
+        return learning.policy_metrics(episodes, categories)
 
     policy = metrics([0.5, 0.7, 1.0], [150.0, 250.0, 100.0])  # multi-hop: 0.6 at 200 tokens; single-hop: 1.0 at 100
     assert (policy["tokens/multi-hop"], policy["recall/single-hop"]) == (200.0, 1.0)

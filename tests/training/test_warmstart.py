@@ -10,7 +10,7 @@ from memora_rl.env.config import EnvConfig
 from memora_rl.env.oracle import Oracle
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.training.rollout import RolloutSettings
-from memora_rl.training.warmstart import ScriptedGenerator, oracle_episodes, sft_rows
+from memora_rl.training.warmstart import ScriptedGenerator, limit_bare_stops, oracle_episodes, sft_rows
 from tests.env.conftest import ENTRIES, GRAPH_ID, TASKS
 from tests.graph_fixtures import HandGraphStore
 
@@ -25,9 +25,9 @@ def hand_env() -> RetrievalEnv:
 def test_oracle_episodes_are_the_rollout_token_streams(hand_env: RetrievalEnv, smol_tokenizer) -> None:
     settings = RolloutSettings(max_turns=4, max_new_tokens=48, max_completion_tokens=2048)
     oracle = Oracle(hand_env)
-    episodes = oracle_episodes(hand_env, TASKS, smol_tokenizer, settings, oracle)
-    for task, episode in zip(TASKS, episodes, strict=True):
-        walk = oracle.walk(task)
+    walks = [oracle.walk(task) for task in TASKS]
+    episodes = oracle_episodes(hand_env, TASKS, smol_tokenizer, settings, walks)
+    for walk, episode in zip(walks, episodes, strict=True):
         assert not episode.forced_stop and episode.done
         assert [json.loads(action) for action in episode.actions] == [json.loads(a) for a in walk.actions]
         assert episode.reward_components["evidence_recall"] == pytest.approx(walk.recall)
@@ -39,6 +39,17 @@ def test_oracle_episodes_are_the_rollout_token_streams(hand_env: RetrievalEnv, s
         assert len(row["input_ids"]) == len(row["assistant_masks"])
         assert sum(row["assistant_masks"]) == sum(episode.env_mask) > 0
         assert row["assistant_masks"][: len(episode.prompt_ids)] == [0] * len(episode.prompt_ids)
+
+
+def test_bare_stops_are_capped_at_their_share_and_acting_walks_all_kept() -> None:
+    from types import SimpleNamespace
+
+    walks = [SimpleNamespace(task_id=f"t{i}", actions=["stop"] if i % 4 else ["expand", "stop"]) for i in range(12)]
+    assert limit_bare_stops(walks, 1.0) == walks  # 3 acting walks, 9 bare stops
+    assert [w.task_id for w in limit_bare_stops(walks, 0.0)] == ["t0", "t4", "t8"]
+    kept = limit_bare_stops(walks, 0.5)
+    assert [w.task_id for w in kept] == ["t0", "t1", "t2", "t3", "t4", "t8"]  # the first 3 bare stops, in order
+    assert len(limit_bare_stops(walks, 0.7)) == 3 + 7  # 7 stops of 10 walks
 
 
 def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
@@ -58,7 +69,7 @@ def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
         messages = chat_opener(env.config)(observation)
         assert messages[0]["content"] == (prompts.COMPACT_SYSTEM_PROMPT if compact else prompts.SYSTEM_PROMPT)
         assert len(messages) == (2 + 2 * len(prompts.FEW_SHOT_EPISODE) if few_shot else 2)
-        episode = oracle_episodes(env, TASKS[:1], smol_tokenizer, settings, Oracle(env))[0]
+        episode = oracle_episodes(env, TASKS[:1], smol_tokenizer, settings, [Oracle(env).walk(TASKS[0])])[0]
         assert smol_tokenizer.decode(episode.prompt_ids).count("<|im_start|>user") == len(messages) // 2
         lengths[compact, few_shot] = len(episode.prompt_ids) + len(episode.completion_ids)
     assert lengths[False, True] > lengths[True, True] > lengths[True, False]
