@@ -436,7 +436,8 @@ def play_oracle(ctx: EvalContext, beam_width: int, max_refines: int) -> list[dic
 
     (env,) = ctx.envs()
     settings = RolloutSettings(ctx.max_turns, 512, completion_limit(ctx, 512))
-    episodes = oracle_episodes(env, ctx.tasks, ctx.tokenizer, settings, Oracle(env, beam_width, max_refines))
+    oracle = Oracle(env, beam_width, max_refines)
+    episodes = oracle_episodes(env, ctx.tasks, ctx.tokenizer, settings, [oracle.walk(task) for task in ctx.tasks])
     return [episode.reward_components for episode in episodes]
 
 
