@@ -114,10 +114,12 @@ class QueryCache:
             return vector
 
     def put_many(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Cache one vector per text, dropping the least recently used beyond `capacity`."""
+        """Cache a read-only copy of one vector per text, dropping the least recently used beyond `capacity`."""
         with self._lock:
             for text, vector in zip(texts, vectors, strict=True):
-                self._vectors[text] = vector
+                stored = np.array(vector, dtype=np.float32)
+                stored.setflags(write=False)  # shared by every later caller: nobody may change it in place
+                self._vectors[text] = stored
                 self._vectors.move_to_end(text)
             while len(self._vectors) > self.capacity:
                 self._vectors.popitem(last=False)

@@ -58,6 +58,8 @@ def test_the_query_cache_drops_the_least_recently_used_beyond_its_capacity() -> 
     cache.put_many(["c"], np.ones((1, 2), dtype=np.float32))
     assert (len(cache), cache.get("b")) == (2, None)
     assert cache.get("a").tolist() == [1.0, 0.0] and cache.get("c").tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="read-only"):
+        cache.get("a")[0] = 5.0
 
 
 @pytest.mark.slow
