@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import anyio.from_thread
 
 from memora_rl.builders.base import Builder
-from memora_rl.embedding import Embedder, get_embedder
+from memora_rl.embedding import Embedder
 from memora_rl.env.config import EnvConfig
 from memora_rl.memory.records import Episode
 from memora_rl.policy.base import Policy
@@ -89,7 +89,6 @@ class MemoryService:
     def __init__(self, config: ServeConfig, embedder: Embedder | None = None, policy: Policy | None = None) -> None:
         self.config = config
         self.env = served_env(config)
-        self._embedder = embedder
         self.graphs = GraphRegistry(config.stores, embedder)
         self.policy = policy or make_policy(config)
         if policy is None and config.policy == "llm":
@@ -99,10 +98,8 @@ class MemoryService:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedder handed in, else the process-wide one that the stores and the builder load too."""
-        if self._embedder is None:
-            self._embedder = get_embedder()
-        return self._embedder
+        """The stores' embedder: the one handed in, else the process-wide one, loaded on first use."""
+        return self.graphs.handles[0].reader.embedder
 
     def warm_up(self) -> None:
         """Load the embedder now, so that the first request does not wait for it."""
