@@ -25,6 +25,7 @@ _NAME_WORD = r"[^\W\d_](?:[^\W\d_]|-)+"  # two or more letters (any script) or h
 _WORD_RUN_RE = re.compile(rf"\b{_NAME_WORD}(?:\s+{_NAME_WORD})*")
 _NOT_QUERIES = frozenset({"i", "im", "i'm", "i've", "i'll", "oh", "ok", "okay", "yes", "no", "hey", "hi", "thanks"})
 _WORD_RE = re.compile(r"[^\W\d_]+")
+_SENTENCE_ENDS = frozenset(".!?:;\"'([\n")
 _QUESTION_WORDS = STOPWORDS | {"which", "what", "where", "who", "whom", "when", "how", "why", "s", "now"}
 STOP_TEXT = format_action(StopAction())
 
@@ -65,18 +66,32 @@ def recall_of(turn_ids: set[str], evidence: Sequence[str]) -> float:
     return 1.0 if not gold else len(gold & turn_ids) / len(gold)
 
 
-def capitalised_phrases(text: str) -> list[str]:
+def capitalised_phrases(text: str, sentences: bool = True) -> list[str]:
     """Runs of capitalised words, the names a refine can use; letters of any script, so "Malmö" stays whole.
 
-    >>> capitalised_phrases("We moved to Malmö near Quebec City; I met Jean-Luc's sister.")
-    ['We', 'Malmö', 'Quebec City', 'Jean-Luc']
+    In `sentences` (a value, not an abstraction) a sentence's first word is capitalised by grammar, not
+    because it names something ("Wow", "Yesterday"), so it is dropped from its run.
+
+    >>> capitalised_phrases("We moved to Malmö near Quebec City; I met Jean-Luc's sister. Hey Vera!")
+    ['Malmö', 'Quebec City', 'Jean-Luc', 'Vera']
+    >>> capitalised_phrases("Vera + new city", sentences=False)
+    ['Vera']
     """
-    return [
-        " ".join(words)
-        for run in _WORD_RUN_RE.finditer(text)
-        for capitalised, words in groupby(run.group().split(), key=lambda word: word[0].isupper())
-        if capitalised
-    ]
+    phrases = []
+    for run in _WORD_RUN_RE.finditer(text):
+        words = run.group().split()
+        if sentences and _starts_sentence(text, run.start()):
+            words = words[1:]
+        phrases += [
+            " ".join(group) for capitalised, group in groupby(words, key=lambda w: w[0].isupper()) if capitalised
+        ]
+    return phrases
+
+
+def _starts_sentence(text: str, start: int) -> bool:
+    """True when `text[start:]` opens a sentence: at the start, or after a sentence's end or an opening mark."""
+    before = text[:start].rstrip()
+    return not before or before[-1] in _SENTENCE_ENDS
 
 
 def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[str]:
@@ -106,7 +121,7 @@ def visible_queries(snapshot: EnvSnapshot, question: str, limit: int) -> list[st
     for text, in_working_set in texts:
         shown = set(_WORD_RE.findall(text.lower()))
         rest = [word for word in asked if word not in shown]
-        for match in capitalised_phrases(text):
+        for match in capitalised_phrases(text, sentences=in_working_set):
             if match.lower() not in _NOT_QUERIES | STOPWORDS and match.lower() not in taken:
                 names.setdefault(match, None)
                 if in_working_set and rest:
@@ -188,11 +203,25 @@ class Oracle:
         return _Node(snapshot, (*node.actions, action), refines, recall_of(snapshot.turn_ids, task.evidence))
 
     def _actions(self, node: _Node, task: Task) -> Iterable[str]:
-        """Candidate actions at a state: expand the evidence in the frontier, bridge expands, visible refines."""
+        """Candidate actions at a state, the most learnable first.
+
+        The order: the first visible refine, expand the evidence in the frontier, bridge expands, the
+        other visible refines.
+        The first visible query is a rule a policy can follow without the evidence (a working-set name
+        and the question's missing words; `benchmarks/refine_headroom.py` measures what it finds), where
+        the expand of an evidence id is a choice made with it; at equal recall and cost the walk found
+        first is kept, so the oracle teaches the rule wherever it does as well.
+        """
         config = self.env.config
         snapshot = node.snapshot
         missing = set(task.evidence) - snapshot.turn_ids
         affordable = int(min(config.max_ids_per_expand, snapshot.budget_left // max(config.expand_cost_per_id, 1e-9)))
+        queries = []
+        if node.refines < self.max_refines and snapshot.budget_left >= config.refine_cost:
+            queries = [
+                format_action(RefineAction(query=q)) for q in visible_queries(snapshot, task.question, self.max_queries)
+            ]
+        yield from queries[:1]
         hits = [item.entry_id for item in snapshot.frontier if _covers(self.env, item.entry_id, missing)]
         if hits and affordable:
             yield format_action(ExpandAction(ids=hits[:affordable]))
@@ -200,9 +229,7 @@ class Oracle:
         if affordable:
             for entry_id in bridges[: self.max_bridges]:
                 yield format_action(ExpandAction(ids=[entry_id]))
-        if node.refines < self.max_refines and snapshot.budget_left >= config.refine_cost:
-            for query in visible_queries(snapshot, task.question, self.max_queries):
-                yield format_action(RefineAction(query=query))
+        yield from queries[1:]
 
 
 def _covers(env: RetrievalEnv, entry_id: str, missing: set[str]) -> bool:
