@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from memora_rl.data.records import Task
-from memora_rl.env.oracle import Oracle, recall_of
+from memora_rl.env.oracle import Oracle, recall_of, visible_queries
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.env.stats import headroom
 from tests.env.conftest import GRAPH_ID
@@ -70,6 +70,21 @@ def test_refines_reach_what_anchors_do_not(make_hand_env: Callable[..., Retrieva
     with_refines = Oracle(env, max_refines=1).walk(PET_VET)
     assert with_refines.recall >= expand_only.recall
     assert with_refines.recall == 1.0
+
+
+def test_where_an_expand_does_as_well_the_oracle_teaches_the_first_visible_refine(
+    make_hand_env: Callable[..., RetrievalEnv],
+) -> None:
+    """Expanding the vet entry and the precise refine both reach full recall for one unit: the rule wins the tie."""
+    env = make_hand_env(initial_top_k=1, budget=4.0, max_steps=4)
+    env.reset(options={"task": PET_VET})
+    first_query = visible_queries(env.snapshot(), PET_VET.question, 8)[0]
+    assert first_query == "Pepper city see vet"  # a working-set name and the question's words its entry lacks
+    expand_walk = Oracle(env, max_refines=0).walk(PET_VET)
+    walk = Oracle(env, max_refines=2).walk(PET_VET)
+    assert (expand_walk.recall, expand_walk.cost) == (walk.recall, walk.cost) == (1.0, 1.0)
+    assert expand_walk.actions[0].startswith('{"action": "expand"')
+    assert json.loads(walk.actions[0]) == {"action": "refine", "query": first_query}
 
 
 def test_headroom_report_groups_by_category(make_hand_env: Callable[..., RetrievalEnv], hand_tasks) -> None:
