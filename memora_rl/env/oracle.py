@@ -206,11 +206,11 @@ class Oracle:
         """Candidate actions at a state, the most learnable first.
 
         The order: the first visible refine, expand the evidence in the frontier, bridge expands, the
-        other visible refines.
-        The first visible query is a rule a policy can follow without the evidence (a working-set name
-        and the question's missing words; `benchmarks/refine_headroom.py` measures what it finds), where
-        the expand of an evidence id is a choice made with it; at equal recall and cost the walk found
-        first is kept, so the oracle teaches the rule wherever it does as well.
+        other visible refines. The first visible query is a rule a policy can follow without the
+        evidence (a working-set name and the question's missing words; `benchmarks/refine_headroom.py`
+        measures what it finds), where the expand of an evidence id is a choice made with it; at equal
+        recall and cost the walk found first is kept, so the oracle teaches the rule wherever it does
+        as well.
         """
         config = self.env.config
         snapshot = node.snapshot
