@@ -114,20 +114,23 @@ def probe_task(env: Any, task: Any, max_queries: int) -> TaskProbe:
     return probe
 
 
-def semantic_runs(
-    env_name: str, split: str, overrides: Sequence[str], tokenizer: Any, ks: Sequence[int], limit: int | None
-) -> dict[int, list[tuple[float, int]]]:
-    """Per task (recall, tokens) of semantic search at each k: {k: [(recall, tokens), ...]} in task order."""
-    from memora_rl.env.registry import make_env
+def semantic_runs(env: Any, tasks: Sequence[Any], ks: Sequence[int]) -> dict[int, list[tuple[float, int]]]:
+    """Per task (recall, tokens) of semantic search at each k: {k: [(recall, tokens), ...]} in task order.
 
+    The env is re-configured per k (`initial_top_k`), its store and tasks kept, then restored.
+    """
+    original = env.config
     runs: dict[int, list[tuple[float, int]]] = {}
-    for k in ks:
-        env, tasks = make_env(env_name, split, overrides=[*overrides, f"env.initial_top_k={k}"], tokenizer=tokenizer)
-        outcomes = []
-        for task in list(tasks)[:limit]:
-            env.reset(options={"task": task})
-            outcomes.append(stop_outcome(env))
-        runs[k] = outcomes
+    try:
+        for k in ks:
+            env.config = original.model_copy(update={"initial_top_k": k})
+            outcomes = []
+            for task in tasks:
+                env.reset(options={"task": task})
+                outcomes.append(stop_outcome(env))
+            runs[k] = outcomes
+    finally:
+        env.config = original
     return runs
 
 
@@ -248,17 +251,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if not tasks:
         raise SystemExit(f"env {config.env!r} has no {args.split} tasks; pick another --split.")
     probes = [probe_task(env, task, args.max_queries) for task in track(tasks, description="refine probes")]
-    runs = semantic_runs(
-        config.env, args.split, config.env_overrides, tokenizer, sorted(set(args.semantic_k)), args.limit
-    )
+    runs = semantic_runs(env, tasks, sorted(set(args.semantic_k)))
     curve = [(fmean(t for _, t in runs[k]), fmean(r for r, _ in runs[k])) for k in sorted(runs)]
     counts = lottery_counts(probes)
     choices = choice_points(probes, args.fixed)
     small = min(rule[0] for rule in args.rules)
-    small_env, _ = make_env(
-        config.env, args.split, overrides=[*config.env_overrides, f"env.initial_top_k={small}"], tokenizer=tokenizer
-    )
-    texts = [shown_text(small_env, task) for task in tasks]
+    env.config = env.config.model_copy(update={"initial_top_k": small})
+    texts = [shown_text(env, task) for task in tasks]
     at_tokens = curve[sorted(runs).index(args.adaptive_at)][0]
     stops = {f"gold k per task (at most semantic k={args.adaptive_at}'s tokens)": gold_adaptive(runs, at_tokens)}
     for rule in args.rules:
