@@ -91,12 +91,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def stop_outcome(env: Any) -> tuple[float, int]:
     """Stop the env's episode: (evidence recall, context tokens) of its final working set."""
-    from memora_rl.env.oracle import recall_of
+    from memora_rl.judge.graders import evidence_recall
 
-    info = env.step(STOP)[-1]
-    trajectory = info["trajectory"]
-    turn_ids = {turn for entry in trajectory.retrieved for turn in entry.source_turn_ids}
-    return recall_of(turn_ids, trajectory.task.evidence), trajectory.context_tokens
+    trajectory = env.step(STOP)[-1]["trajectory"]
+    return evidence_recall(trajectory), trajectory.context_tokens
 
 
 def probe_task(env: Any, task: Any, max_queries: int) -> TaskProbe:

@@ -10,7 +10,7 @@ task trivially solvable. Its walks are also the targets of the supervised warm s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -20,6 +20,7 @@ from memora_rl.core.parse import ExpandAction, RefineAction, StopAction, format_
 from memora_rl.data.records import Task
 from memora_rl.data.synthetic import STOPWORDS
 from memora_rl.env.retrieval import EnvSnapshot, RetrievalEnv
+from memora_rl.judge.graders import turn_recall
 
 _NAME_WORD = r"[^\W\d_](?:[^\W\d_]|-)+"  # two or more letters (any script) or hyphens, starting with a letter
 _WORD_RUN_RE = re.compile(rf"\b{_NAME_WORD}(?:\s+{_NAME_WORD})*")
@@ -54,16 +55,6 @@ class _Node:
     actions: tuple[str, ...]
     refines: int
     recall: float
-
-
-def recall_of(turn_ids: set[str], evidence: Sequence[str]) -> float:
-    """Share of `evidence` turn ids in `turn_ids` (1.0 when there is no evidence, like the judge).
-
-    >>> recall_of({"D1:1", "D2:2"}, ["D1:1", "D3:1"])
-    0.5
-    """
-    gold = set(evidence)
-    return 1.0 if not gold else len(gold & turn_ids) / len(gold)
 
 
 def capitalised_phrases(text: str, sentences: bool = True) -> list[str]:
@@ -165,7 +156,7 @@ class Oracle:
         env = self.env
         env.reset(options={"task": task})
         root = _Node(env.snapshot(), (), 0, 0.0)
-        root = _Node(root.snapshot, (), 0, recall_of(root.snapshot.turn_ids, task.evidence))
+        root = _Node(root.snapshot, (), 0, turn_recall(task.evidence, root.snapshot.turn_ids))
         best, beam, seen = root, [root], {_state_key(root.snapshot)}
         for _depth in range(env.config.max_steps - 1):  # leave the last step for the stop
             if best.recall >= 1.0 or not beam:
@@ -200,7 +191,7 @@ class Oracle:
             return None
         snapshot = self.env.snapshot()
         refines = node.refines + action.startswith('{"action": "refine"')
-        return _Node(snapshot, (*node.actions, action), refines, recall_of(snapshot.turn_ids, task.evidence))
+        return _Node(snapshot, (*node.actions, action), refines, turn_recall(task.evidence, snapshot.turn_ids))
 
     def _actions(self, node: _Node, task: Task) -> Iterable[str]:
         """Candidate actions at a state, the most learnable first.

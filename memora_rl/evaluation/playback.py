@@ -26,7 +26,7 @@ from memora_rl.data.records import Conversation, Task
 from memora_rl.evaluation.records import QuestionRecord
 from memora_rl.evaluation.report import append_record
 from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, is_abstention, render_memory_context
-from memora_rl.judge.graders import bleu1, evidence_recall, token_f1
+from memora_rl.judge.graders import bleu1, evidence_recall, token_f1, turn_recall
 from memora_rl.policy.base import Policy
 from memora_rl.policy.runner import EpisodeResult, play_episode
 
@@ -94,17 +94,6 @@ def graph_record(
         walk=result.walk,
         **answer_fields(verdict, task.answer, abstention=is_abstention(task.category)),
     )
-
-
-def context_recall(evidence: Sequence[str], turn_ids: Sequence[str]) -> float:
-    """Share of evidence turns inside the context (1.0 without evidence, as the graph grader scores it).
-
-    >>> context_recall(["D1:1", "D2:2"], ["D1:1", "D1:2"])
-    0.5
-    """
-    if not evidence:
-        return 1.0
-    return len(set(evidence) & set(turn_ids)) / len(set(evidence))
 
 
 def _progress(total: int, name: str) -> tuple[Progress, Any]:
@@ -246,7 +235,7 @@ async def play_context_tasks(
             policy=baseline.name,
             retrieved_ids=list(context.retrieved_ids),
             retrieved_turn_ids=list(context.turn_ids),
-            evidence_recall=context_recall(task.evidence, context.turn_ids),
+            evidence_recall=turn_recall(task.evidence, context.turn_ids),
             context_tokens=context.tokens,
             steps=0,
             search_latency_s=retrieval_s,

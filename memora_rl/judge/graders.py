@@ -11,6 +11,7 @@ import math
 import re
 import string
 from collections import Counter
+from collections.abc import Iterable
 from typing import Protocol
 
 import numpy as np
@@ -44,7 +45,7 @@ def evidence_recall(trajectory: Trajectory) -> float:
     >>> evidence_recall(Trajectory(task=task, graph_id="g", retrieved=[hit], budget=4))
     0.5
     """
-    return _recall(trajectory.task.evidence, trajectory.retrieved_turn_ids)
+    return turn_recall(trajectory.task.evidence, trajectory.retrieved_turn_ids)
 
 
 def initial_recall(trajectory: Trajectory) -> float:
@@ -58,7 +59,7 @@ def initial_recall(trajectory: Trajectory) -> float:
     >>> initial_recall(Trajectory(task=task, graph_id="g", budget=4, initial_turn_ids=["D2:4", "D3:1"]))
     0.5
     """
-    return _recall(trajectory.task.evidence, set(trajectory.initial_turn_ids))
+    return turn_recall(trajectory.task.evidence, trajectory.initial_turn_ids)
 
 
 def recall_gain(trajectory: Trajectory) -> float:
@@ -66,12 +67,18 @@ def recall_gain(trajectory: Trajectory) -> float:
     return evidence_recall(trajectory) - initial_recall(trajectory)
 
 
-def _recall(evidence: list[str], turn_ids: set[str]) -> float:
-    """Share of the evidence turns in `turn_ids`; 1.0 when there is no evidence."""
+def turn_recall(evidence: Iterable[str], turn_ids: Iterable[str]) -> float:
+    """Share of the evidence turns in `turn_ids`; 1.0 when there is no evidence (nothing to miss).
+
+    The one definition of evidence recall: the judge, the oracle and context playback all use it.
+
+    >>> turn_recall(["D1:1", "D3:1"], {"D1:1", "D2:2"})
+    0.5
+    """
     gold = set(evidence)
     if not gold:
         return 1.0
-    return len(gold & turn_ids) / len(gold)
+    return len(gold & set(turn_ids)) / len(gold)
 
 
 def pairwise_redundancy(vectors: np.ndarray, delta: float) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memora_rl.env.oracle import recall_of
+from memora_rl.judge.graders import turn_recall
 from memora_rl.policy.baselines import HeuristicPolicy, SemanticPolicy
 from memora_rl.training.task_focus import missed_tasks
 
@@ -12,7 +12,7 @@ def test_missed_tasks_are_the_ones_the_policy_leaves_below_full_recall(make_hand
     first_search = {}
     for task in hand_tasks:
         env.reset(options={"task": task})
-        first_search[task.id] = recall_of(env.snapshot().turn_ids, task.evidence)
+        first_search[task.id] = turn_recall(task.evidence, env.snapshot().turn_ids)
     kept, recall = missed_tasks(make_hand_env, hand_tasks, SemanticPolicy(), max_turns=8, concurrency=2)
     assert recall == first_search  # the semantic policy stops at once: its recall is the first search's
     assert [task.id for task in kept] == [task.id for task in hand_tasks if first_search[task.id] < 1.0]

@@ -8,9 +8,10 @@ from collections.abc import Callable
 import pytest
 
 from memora_rl.data.records import Task
-from memora_rl.env.oracle import Oracle, recall_of, visible_queries
+from memora_rl.env.oracle import Oracle, visible_queries
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.env.stats import headroom
+from memora_rl.judge.graders import turn_recall
 from tests.env.conftest import GRAPH_ID
 
 # "Pepper" appears only in e4's value: a refine with that visible name is the one way to e5 without anchors.
@@ -35,7 +36,7 @@ def test_g0_is_the_recall_of_the_first_search(make_hand_env: Callable[..., Retri
     for task in hand_tasks:
         _observation, info = env.reset(options={"task": task})
         turns = {t for e in env.store.get_entries(GRAPH_ID, info["working_set_ids"]) for t in e.source_turn_ids}
-        assert Oracle(env).walk(task).initial_recall == pytest.approx(recall_of(turns, task.evidence))
+        assert Oracle(env).walk(task).initial_recall == pytest.approx(turn_recall(task.evidence, turns))
 
 
 def test_oracle_walk_replays_to_its_recall_within_budget(

@@ -11,8 +11,8 @@ import pytest
 from memora_rl.data.records import Conversation, Session, Turn
 from memora_rl.embedding import Embedder, get_embedder
 from memora_rl.errors import ConfigError, EvalError, GraphError
-from memora_rl.evaluation.playback import context_recall
 from memora_rl.evaluation.policies import parse_policy_spec
+from memora_rl.judge.graders import turn_recall
 from memora_rl.memory import EntryCandidate, Episode, SQLiteGraphStore, always_create
 from memora_rl.policy.context_baselines import count_words
 from memora_rl.policy.nemori_retrieval import (
@@ -119,8 +119,8 @@ def test_evidence_recall_counts_the_raw_messages_turns(store):
     """The rooftop garden (D1:3) is in no fact's provenance: only the top episode's raw messages cover it."""
     _, shown = retrieve(store, top_episodes=1, top_facts=1, raw_episodes=1)
     _, hidden = retrieve(store, top_episodes=1, top_facts=1, raw_episodes=0)
-    assert context_recall(["D1:3"], shown.turn_ids) == 1.0
-    assert context_recall(["D1:3"], hidden.turn_ids) == 0.0
+    assert turn_recall(["D1:3"], shown.turn_ids) == 1.0
+    assert turn_recall(["D1:3"], hidden.turn_ids) == 0.0
     assert MESSAGES_HEADING not in hidden.text
     assert "D1:1" in hidden.turn_ids  # the fact's (and the episode's entry's) source turn still counts
 
@@ -177,6 +177,6 @@ def test_retrieval_over_a_nemori_built_graph_shows_the_narrative_and_the_message
     hike_turns = [turn.id for turn in talk.turns() if "hike" in turn.text]
     assert context.text.index(HIKE) < context.text.index(MESSAGES_HEADING)
     assert context.raw_turn_ids == hike_turns and {turn[:2] for turn in hike_turns} == {"D1", "D2", "D3"}
-    assert context_recall(hike_turns, context.turn_ids) == 1.0
+    assert turn_recall(hike_turns, context.turn_ids) == 1.0
     messages = context.text[context.text.index(MESSAGES_HEADING) :]
     assert "More hike plans: we need boots." in messages and "I work at Nova now." not in messages
