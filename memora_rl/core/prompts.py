@@ -31,7 +31,7 @@ FRONTIER_HEADER = "Frontier ({count}, expand up to {max_ids} ids per turn):"
 FRONTIER_EMPTY = "Frontier: empty (refine or stop)"
 FRONTIER_TEMPLATE = '[{entry_id}] via "{anchor}": {abstraction}'
 FRONTIER_LINK_TEMPLATE = '[{entry_id}] via {via} "{anchor}": {abstraction}'
-"""A frontier item reached by a shared episode or a similar abstraction (`via` is `episode` or `similar`)."""
+"""A frontier item reached by a shared episode, a similar abstraction or a neighbouring turn (`via`)."""
 EPISODE_TEMPLATE = 'Episode "{title}": {text}'
 """A working-set episode in the episodic context modes (its entries' lines follow in `episodic+factual`)."""
 BUDGET_TEMPLATE = (

@@ -70,12 +70,13 @@ class FrontierView(BaseModel):
     entry_id: str
     anchor: str
     """Text of the link to the working set: the shared cue anchor (or `search: <query>` for a refine
-    hit), the shared episode's cue, or the similar working-set entry's abstraction (see `via`)."""
+    hit), the shared episode's cue, or the abstraction of the working-set entry it is similar to or
+    neighbours by turn (see `via`)."""
     abstraction: str = ""
     """The entry's primary abstraction (what it is about), so the policy can choose without its value."""
     via: FrontierLink = "anchor"
     """The kind of link: `anchor` renders as today (`via "<anchor>"`), the others name themselves
-    (`via episode "<cue>"`, `via similar "<abstraction>"`)."""
+    (`via episode "<cue>"`, `via similar "<abstraction>"`, `via turn "<abstraction>"`)."""
     date: str = ""
     """The date of the entry's value (`value_date`), shown before its abstraction when `ObservationState.show_dates`."""
     value: str = ""

@@ -8,7 +8,7 @@ from memora_rl.config import StrictModel
 from memora_rl.core.state import ContextMode
 from memora_rl.errors import ConfigError
 from memora_rl.judge.config import JudgeConfig
-from memora_rl.memory.records import FrontierLink
+from memora_rl.memory.records import FrontierLink, FrontierScore
 
 
 class EnvConfig(StrictModel):
@@ -55,7 +55,13 @@ class EnvConfig(StrictModel):
     frontier_links: list[FrontierLink] = Field(default_factory=lambda: ["anchor"], min_length=1)
     """Links that put an entry in the frontier: `anchor` (a cue anchor shared with the working set),
     `episode` (a shared episode), `similar` (an abstraction within `similar_threshold` cosine of a
-    working-set entry's). Non-anchor items show their kind: `via episode "<cue>"`, `via similar "<abstraction>"`."""
+    working-set entry's), `turn` (the same speaker's previous or next turn of a working-set entry's).
+    Non-anchor items show their kind: `via episode "<cue>"`, `via similar "<abstraction>"`,
+    `via turn "<abstraction>"`."""
+    frontier_score: FrontierScore = "best"
+    """What ranks the frontier by the query: `best` (the better of the abstraction's and the value's
+    cosine) or `value` (the value's cosine alone; on LoCoMo's extractive graph the terse keyphrase
+    abstractions of neighbouring turns match the question as often as not, docs/learning.md section 20)."""
     similar_threshold: float = Field(default=0.85, ge=-1.0, le=1.0)
     """Cosine (unitless, -1..1) at or above which two abstractions are similar (`frontier_links` with `similar`)."""
     episode_channel: bool = False
@@ -84,6 +90,7 @@ class EnvConfig(StrictModel):
         """A link kind named twice is a typo in a list override, not a weight."""
         if len(set(self.frontier_links)) != len(self.frontier_links):
             raise ConfigError(
-                f"frontier_links={self.frontier_links} names a link twice; list each of anchor, episode, similar once."
+                f"frontier_links={self.frontier_links} names a link twice; "
+                "list each of anchor, episode, similar, turn once."
             )
         return self

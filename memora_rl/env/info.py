@@ -14,9 +14,10 @@ class FrontierInfo(TypedDict):
     id: str
     """Entry id the policy may name in an expand."""
     anchor: str
-    """Text of the link to the working set: the shared cue anchor, episode cue or similar abstraction (see `via`)."""
+    """Text of the link to the working set: the shared cue anchor, the episode cue, or the abstraction
+    of the working-set entry it is similar to or neighbours by turn (see `via`)."""
     via: FrontierLink
-    """The kind of link (`anchor` unless `EnvConfig.frontier_links` adds `episode` or `similar`)."""
+    """The kind of link (`anchor` unless `EnvConfig.frontier_links` adds `episode`, `similar` or `turn`)."""
 
 
 class StepInfo(TypedDict):

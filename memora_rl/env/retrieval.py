@@ -281,14 +281,14 @@ class RetrievalEnv(gym.Env[str, str]):
         ]
 
     def _frontier_items(self, ids: list[str]) -> list[FrontierItem]:
-        """`store.frontier` of the working set; link options are passed only when they differ from anchors only."""
+        """`store.frontier` of the working set; link and score options are passed only when not the defaults."""
         limit = self.config.frontier_limit
-        links = self.config.frontier_links
-        if links == ["anchor"]:  # every `GraphStore` serves the default
+        links, score = self.config.frontier_links, self.config.frontier_score
+        if links == ["anchor"] and score == "best":  # every `GraphStore` serves the default
             return self.store.frontier(self.graph_id, ids, ids, self._query_vector, limit=limit)
         return self.store.frontier(
             self.graph_id, ids, ids, self._query_vector, limit=limit,
-            links=links, similar_threshold=self.config.similar_threshold,
+            links=links, similar_threshold=self.config.similar_threshold, score=score,
         )  # fmt: skip
 
     def _episodes(self) -> list[Episode]:

@@ -60,5 +60,7 @@ class StoreConfig(StrictModel):
     frontier_max_per_anchor: int = Field(default=1000, ge=1)
     """Frontier reads at most this many entries per anchor (and per episode, for episode links), so a hub
     anchor cannot blow up the candidate set."""
+    turn_link_window: int = Field(default=4, ge=1)
+    """Turn links reach the same speaker's nearest turn with entries at most this many turns before and after."""
     similar_entries_per_entry: int = Field(default=10, ge=1)
     """With similar-abstraction frontier links on, each working-set entry brings at most this many entries."""

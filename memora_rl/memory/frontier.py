@@ -1,7 +1,8 @@
-"""The frontier of a working set: entries linked to it by anchors, episodes or similar abstractions.
+"""The frontier of a working set: entries linked to it by anchors, episodes, similar abstractions or turns.
 
-Links are shared (or relaxed: similar) cue anchors, shared episodes, and abstractions similar to a
-working-set entry's; callers choose which count (anchors only by default).
+Links are shared (or relaxed: similar) cue anchors, shared episodes, abstractions similar to a
+working-set entry's, and the same speaker's neighbouring turns; callers choose which count (anchors
+only by default).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 import numpy as np
 
 from memora_rl.memory.graph_cache import GraphCache
-from memora_rl.memory.records import FrontierItem, FrontierLink
+from memora_rl.memory.records import FrontierItem, FrontierLink, FrontierScore
 
 AbstractionLookup = Callable[[Sequence[str]], Mapping[str, str]]
 """Abstractions of entries by id (the view keeps vectors, not texts): labels of similar-abstraction links."""
@@ -61,6 +62,38 @@ def episode_links(cache: GraphCache, working_rows: Iterable[int], excluded_rows:
     return reached
 
 
+def turn_links(cache: GraphCache, working_rows: Iterable[int], excluded_rows: set[int]) -> dict[int, list[int]]:
+    """Entry rows of the same speaker's previous and next turn of each working-set entry, with that entry's row.
+
+    A speaker's story runs over their turns, between the other speaker's replies: the same speaker's
+    turn before and after a hit often holds the rest of it.
+    """
+    reached: dict[int, list[int]] = {}
+    for row in working_rows:
+        for entry in neighbour_turn_rows(cache, row):
+            if entry not in excluded_rows:
+                reached.setdefault(entry, []).append(row)
+    return reached
+
+
+def neighbour_turn_rows(cache: GraphCache, row: int) -> list[int]:
+    """Entry rows of the same speaker's nearest turn with entries before and after each source turn of `row`.
+
+    Only turns of the same session at most `turn_link_window` turns away count; speakers are compared
+    as stored (None matches None).
+    """
+    found: list[int] = []
+    for session, turn in cache.row_turns[row]:
+        for step in (-1, 1):
+            for distance in range(1, cache.config.turn_link_window + 1):
+                rows = cache.turn_rows.get((session, turn + step * distance), ())
+                same = sorted(other for other in rows if cache.speakers[other] == cache.speakers[row])
+                if same:
+                    found += same
+                    break
+    return found
+
+
 def similar_links(
     cache: GraphCache, working_rows: Iterable[int], excluded_rows: set[int], threshold: float
 ) -> dict[int, list[tuple[int, float]]]:
@@ -90,18 +123,21 @@ def frontier_items(
     relaxed_threshold: float | None,
     links: Collection[FrontierLink] = ("anchor",),
     similar_threshold: float = 1.0,
+    score: FrontierScore = "best",
     abstraction_of: AbstractionLookup | None = None,
 ) -> list[FrontierItem]:
     """Entries linked to the working set, minus `excluded_rows`: those sharing an anchor with it first, then the rest.
 
     Within each group, best cosine to `query` first; an entry's score is the larger of its abstraction
-    and value cosine to the query. `links` says which links count: shared (or relaxed) anchors, shared
-    episodes, similar abstractions (cosine >= `similar_threshold`; `abstraction_of` labels them). A
-    shared anchor is the strongest link: a relaxed one only says two cues read alike ("Talia + jonas",
-    "Talia + jogging"), so entries it alone reaches never push a shared anchor's out of the frontier.
-    An entry reached several ways is labelled by the first of anchor, episode, similar: among the
-    anchors that reached it the one closest to the query (a shared one if any), among the episodes
-    the closest stored one, among similar entries the most similar.
+    and value cosine to the query (`score="best"`) or its value's (`"value"`). `links` says which links
+    count: shared (or relaxed) anchors, shared episodes, similar abstractions (cosine >=
+    `similar_threshold`), the same speaker's neighbouring turns (`abstraction_of` labels the last two
+    by the working-set entry's abstraction). A shared anchor is the strongest link: a relaxed one only
+    says two cues read alike ("Talia + jonas", "Talia + jogging"), so entries it alone reaches never
+    push a shared anchor's out of the frontier.
+    An entry reached several ways is labelled by the first of anchor, episode, similar, turn: among
+    the anchors that reached it the one closest to the query (a shared one if any), among the episodes
+    the closest stored one, among similar entries the most similar, among turn links the first.
     """
     if limit <= 0:
         return []
@@ -110,11 +146,14 @@ def frontier_items(
     by_anchor = anchor_links(cache, anchors, excluded_rows)
     by_episode = episode_links(cache, working_rows, excluded_rows) if "episode" in links else {}
     by_similar = similar_links(cache, working_rows, excluded_rows, similar_threshold) if "similar" in links else {}
-    reached = dict.fromkeys([*by_anchor, *by_episode, *by_similar])
+    by_turn = turn_links(cache, working_rows, excluded_rows) if "turn" in links else {}
+    reached = dict.fromkeys([*by_anchor, *by_episode, *by_similar, *by_turn])
     if not reached:
         return []
     rows = np.fromiter(reached.keys(), dtype=np.int64, count=len(reached))
-    scores = np.maximum(cache.abstractions.matrix[rows] @ query, cache.values.matrix[rows] @ query)  # (n,)
+    scores = cache.values.matrix[rows] @ query  # (n,)
+    if score == "best":
+        scores = np.maximum(cache.abstractions.matrix[rows] @ query, scores)
     shared = np.fromiter((not own.isdisjoint(by_anchor.get(int(row), ())) for row in rows), dtype=bool, count=len(rows))
     rank = scores - 3.0 * ~shared  # (n,) cosines lie in [-1, 1], so every shared-anchor entry outranks the rest
     top = np.argpartition(-rank, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
@@ -122,6 +161,7 @@ def frontier_items(
     anchor_list = sorted(anchors)
     anchor_scores = dict(zip(anchor_list, (cache.anchors.matrix[anchor_list] @ query).tolist(), strict=True))
     sources = [source for i in order for source, _ in by_similar.get(int(rows[i]), [])]
+    sources += [source for i in order for source in by_turn.get(int(rows[i]), [])[:1]]
     abstractions = abstraction_of([cache.entry_ids[row] for row in set(sources)]) if sources and abstraction_of else {}
     items = []
     for i in order:
@@ -134,9 +174,12 @@ def frontier_items(
         elif row in by_episode:
             episode_id = max(by_episode[row], key=lambda e: _episode_score(cache, e, query))
             link = (episode_id, cache.episode_label(episode_id), "episode")
-        else:
+        elif row in by_similar:
             source = cache.entry_ids[max(by_similar[row], key=lambda pair: pair[1])[0]]
             link = (source, abstractions.get(source, source), "similar")
+        else:
+            source = cache.entry_ids[by_turn[row][0]]
+            link = (source, abstractions.get(source, source), "turn")
         items.append(FrontierItem(entry_id=entry_id, anchor_id=link[0], anchor_text=link[1], score=score, via=link[2]))
     return items
 

@@ -6,6 +6,8 @@ mutation, so search and frontier never touch the database.
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +33,21 @@ def timestamp(value: datetime | str | None) -> float:
     return value.timestamp()
 
 
+TurnKey = tuple[int, int]
+"""(session, turn) of a dialogue turn id `D<session>:<turn>`, the id every dataset here gives its turns."""
+_TURN_ID_RE = re.compile(r"^D(\d+):(\d+)$")
+
+
+def turn_key(turn_id: str) -> TurnKey | None:
+    """(session, turn) of a turn id like `D3:12`; None for an id of any other form (it has no neighbours).
+
+    >>> turn_key("D3:12"), turn_key("note-1")
+    ((3, 12), None)
+    """
+    match = _TURN_ID_RE.match(turn_id)
+    return (int(match[1]), int(match[2])) if match else None
+
+
 _EPISODE_CAPACITY = 64
 """Initial rows of a view's episode table (it doubles as needed): a graph holds far fewer episodes than entries."""
 
@@ -44,6 +61,8 @@ class EntryRow:
     speaker: str | None
     time: float
     episode_ids: list[str]
+    turn_ids: list[str] = field(default_factory=list)
+    """Source turn ids (provenance): where the entry sits in its conversation, for turn links."""
 
 
 @dataclass
@@ -61,6 +80,10 @@ class GraphCache:
     """Entry rows of each episode id the entries name (stored as an episode or not)."""
     row_episodes: list[list[str]] = field(default_factory=list)
     """Episode ids of each entry row, in the entry's order (empty for a removed entry)."""
+    row_turns: list[list[TurnKey]] = field(default_factory=list)
+    """(session, turn) of each entry row's source turns (empty for a removed entry)."""
+    turn_rows: dict[TurnKey, set[int]] = field(default_factory=dict)
+    """Entry rows holding each source turn."""
     episode_ids: list[str] = field(default_factory=list)
     """Ids of the stored episodes, by row of the `episodes` vector table."""
     episode_labels: list[str] = field(default_factory=list)
@@ -106,15 +129,24 @@ class GraphCache:
             self.row_episodes.append(list(dict.fromkeys(item.episode_ids)))
             for episode_id in item.episode_ids:
                 self.episode_rows.setdefault(episode_id, set()).add(row)
+            self.row_turns.append([])
+            self._set_turns(row, item.turn_ids)
         self._times_array: np.ndarray | None = None
         self._text_changed()
 
     def update_entry(
-        self, entry_id: str, abstraction_vector: np.ndarray, value_vector: np.ndarray, episode_ids: list[str]
+        self,
+        entry_id: str,
+        abstraction_vector: np.ndarray,
+        value_vector: np.ndarray,
+        episode_ids: list[str],
+        turn_ids: list[str] | None = None,
     ) -> None:
-        """Refresh a merged entry's vectors and episodes."""
+        """Refresh a merged entry's vectors and episodes (added ones), and its source turns when given (all of them)."""
         row = self.entry_row[entry_id]
         self._text_changed()
+        if turn_ids is not None:
+            self._set_turns(row, turn_ids)
         self.abstractions.replace(row, abstraction_vector)
         self.values.replace(row, value_vector)
         for episode_id in episode_ids:
@@ -134,6 +166,16 @@ class GraphCache:
         for episode_id in self.row_episodes[row]:
             self.episode_rows.get(episode_id, set()).discard(row)
         self.row_episodes[row] = []
+        self._set_turns(row, [])
+
+    def _set_turns(self, row: int, turn_ids: list[str]) -> None:
+        """Make `turn_ids` the source turns of entry `row` in the turn index (ids of another form are skipped)."""
+        for key in self.row_turns[row]:
+            self.turn_rows[key].discard(row)
+        keys = [key for key in dict.fromkeys(map(turn_key, turn_ids)) if key is not None]
+        self.row_turns[row] = keys
+        for key in keys:
+            self.turn_rows.setdefault(key, set()).add(row)
 
     # --- anchors -----------------------------------------------------------------------------
     def add_anchor(self, anchor_id: str, text: str, vector: np.ndarray) -> int:
@@ -221,7 +263,7 @@ def load_graph_cache(conn: sqlite3.Connection, graph_id: str, dim: int, config: 
     """Read one graph's vectors, links and filter columns from the database."""
     cache = GraphCache(dim=dim, config=config)
     rows = conn.execute(
-        "SELECT seq, id, speaker, created_at, abstraction_vector, value_vector FROM entries "
+        "SELECT seq, id, speaker, created_at, abstraction_vector, value_vector, source_turn_ids FROM entries "
         "WHERE graph_id = ? ORDER BY seq",
         (graph_id,),
     ).fetchall()
@@ -233,7 +275,7 @@ def load_graph_cache(conn: sqlite3.Connection, graph_id: str, dim: int, config: 
     ):
         episodes.setdefault(entry_seq, []).append(episode_id)
     cache.add_entries(
-        [EntryRow(r[1], r[0], r[2], timestamp(r[3]), episodes.get(r[0], [])) for r in rows],
+        [EntryRow(r[1], r[0], r[2], timestamp(r[3]), episodes.get(r[0], []), json.loads(r[6])) for r in rows],
         _blobs_to_matrix([r[4] for r in rows], dim),
         _blobs_to_matrix([r[5] for r in rows], dim),
     )

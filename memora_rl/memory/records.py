@@ -10,9 +10,14 @@ from pydantic import BaseModel, Field
 EntryKind = Literal["factual", "episodic", "semantic"]
 SearchKind = Literal["entry", "episode"]
 """What a search returns: entries (fused over their channels) and/or episodes (by their cue + text vector)."""
-FrontierLink = Literal["anchor", "episode", "similar"]
-"""How a frontier entry is linked to the working set: a shared cue anchor, a shared episode, or an
-abstraction similar (cosine) to a working-set entry's."""
+FrontierLink = Literal["anchor", "episode", "similar", "turn"]
+"""How a frontier entry is linked to the working set: a shared cue anchor, a shared episode, an
+abstraction similar (cosine) to a working-set entry's, or the same speaker's previous or next turn."""
+
+
+FrontierScore = Literal["best", "value"]
+"""How frontier entries are ranked by the query: the better of the abstraction's and the value's cosine,
+or the value's alone (where abstractions are terse keyphrases that match many questions)."""
 
 
 class Episode(BaseModel):
@@ -106,12 +111,12 @@ class FrontierItem(BaseModel):
     entry_id: str
     anchor_id: str
     """Id of what linked it: the shared anchor (`via` anchor), the shared episode (episode), or the
-    working-set entry whose abstraction is similar (similar)."""
+    working-set entry whose abstraction is similar (similar) or whose speaker's neighbouring turn it holds (turn)."""
     anchor_text: str
-    """Text of that link: the anchor's text, the episode's cue (or the start of its text), or the
-    similar working-set entry's abstraction."""
+    """Text of that link: the anchor's text, the episode's cue (or the start of its text), or that
+    working-set entry's abstraction (similar, turn)."""
     score: float
     """Cosine similarity of the entry to the current query."""
     via: FrontierLink = "anchor"
     """The kind of link that brought the entry; an entry reached several ways shows the first of anchor,
-    episode, similar."""
+    episode, similar, turn."""

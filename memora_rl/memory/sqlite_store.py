@@ -19,7 +19,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, get_args, overload
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from memora_rl.memory.records import (
     EpisodeHit,
     FrontierItem,
     FrontierLink,
+    FrontierScore,
     MemoryEntry,
     SearchHit,
     SearchKind,
@@ -432,6 +433,7 @@ class SQLiteGraphStore:
         *,
         links: Sequence[FrontierLink] = ("anchor",),
         similar_threshold: float = 0.85,
+        score: FrontierScore = "best",
     ) -> list[FrontierItem]:
         """Entries linked to `working_set`, minus it and `visited`, best cosine to `query` first.
 
@@ -445,12 +447,15 @@ class SQLiteGraphStore:
                 None uses `config.relaxed_anchor_threshold`.
             links: which links count (`FrontierItem.via`): `anchor` (a shared or relaxed cue anchor),
                 `episode` (a shared episode), `similar` (an abstraction within `similar_threshold` cosine
-                of a working-set entry's). The default is anchors only.
+                of a working-set entry's), `turn` (the same speaker's previous or next turn). The default
+                is anchors only.
             similar_threshold: cosine (-1..1) of a similar-abstraction link.
+            score: what ranks the items by `query`: `best` (the better of abstraction and value cosine)
+                or `value` (the value's cosine).
         """
-        unknown = sorted(set(links) - {"anchor", "episode", "similar"})
+        unknown = sorted(set(links) - set(get_args(FrontierLink)))
         if unknown:
-            raise GraphError(f"frontier links={list(links)} holds {unknown}; use anchor, episode and/or similar.")
+            raise GraphError(f"frontier links={list(links)} holds {unknown}; use anchor, episode, similar and/or turn.")
         cache = self._cache(graph_id)
         vector = self._query_vector(query)
         working_rows = self._rows(cache, graph_id, working_set)
@@ -466,6 +471,7 @@ class SQLiteGraphStore:
                 threshold,
                 links,
                 similar_threshold,
+                score,
                 lambda ids: sql_io.abstractions_by_id(self._db.conn, graph_id, ids),
             )
 

@@ -151,14 +151,16 @@ class GraphWriter:
             plan.entry.anchor_ids = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
             if cache is not None:
                 entry = plan.entry
-                row = EntryRow(entry.id, seq, entry.speaker, timestamp(entry.created_at), entry.episode_ids)
+                row = EntryRow(entry.id, seq, entry.speaker, timestamp(entry.created_at), entry.episode_ids,
+                               entry.source_turn_ids)  # fmt: skip
                 cache.add_entries([row], plan.abstraction_vector[None], plan.value_vector[None])
                 self._sync_links(cache, entry.id, anchors, anchors_by_text)
             return UpsertResult(entry=plan.entry, created=True)
         linked = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
         plan.entry.anchor_ids = linked if plan.replace_anchors else _union(plan.target.anchor_ids, linked)
         if cache is not None:
-            cache.update_entry(plan.target.id, plan.abstraction_vector, plan.value_vector, added)
+            cache.update_entry(plan.target.id, plan.abstraction_vector, plan.value_vector, added,
+                               plan.entry.source_turn_ids)  # fmt: skip
             self._sync_links(cache, plan.target.id, anchors, anchors_by_text)
             for anchor_id in unlinked:
                 cache.unlink(plan.target.id, anchor_id)

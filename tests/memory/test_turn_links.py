@@ -1,0 +1,112 @@
+"""Turn links: the frontier reaches the same speaker's previous and next turn; value-only frontier ranking."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memora_rl.embedding import Embedder
+from memora_rl.errors import GraphError
+from memora_rl.memory import EntryCandidate, SQLiteGraphStore, StoreConfig, always_create
+from memora_rl.memory.records import MemoryEntry
+from memora_rl.memory.store import MergeDecision
+
+# (turn id, speaker, abstraction, value): Ann tells a story over D1:1, D1:3, D1:5; Bob answers between.
+TURNS = [
+    ("D1:1", "Ann", "Ann + puppy", "I adopted a puppy named Rex last week."),
+    ("D1:2", "Bob", "Bob + reaction", "Wow, that is lovely news!"),
+    ("D1:3", "Ann", "Ann + Rex", "Rex already loves running on the beach."),
+    ("D1:4", "Bob", "Bob + hiking", "I went hiking in the hills on Sunday."),
+    ("D1:5", "Ann", "Ann + vet", "The vet said Rex is healthy and strong."),
+    ("D2:1", "Ann", "Ann + job", "I started a new job at Nova today."),
+    ("note-1", "Ann", "Ann + note", "A note without a dialogue turn id."),
+]
+
+
+def fill(store: SQLiteGraphStore) -> dict[str, str]:
+    """Write `TURNS` into graph "g"; returns entry ids by turn id."""
+    ids = {}
+    for turn, speaker, abstraction, value in TURNS:
+        candidate = EntryCandidate(abstraction=abstraction, value=value, speaker=speaker, source_turn_ids=[turn])
+        ids[turn] = store.upsert_entry("g", candidate, always_create).entry.id
+    return ids
+
+
+@pytest.fixture
+def turns(store: SQLiteGraphStore) -> tuple[SQLiteGraphStore, dict[str, str]]:
+    return store, fill(store)
+
+
+def reached(store: SQLiteGraphStore, working: list[str], query: str = "Rex the dog") -> set[str]:
+    return {item.entry_id for item in store.frontier("g", working, [], query, links=("turn",))}
+
+
+def test_a_turn_link_reaches_the_same_speakers_previous_and_next_turn_in_the_session(turns) -> None:
+    store, ids = turns
+    items = store.frontier("g", [ids["D1:3"]], [], "Rex the dog", links=("turn",))
+    assert {item.entry_id for item in items} == {ids["D1:1"], ids["D1:5"]}  # not Bob's D1:2, D1:4, nor D2:1
+    assert {(item.via, item.anchor_id, item.anchor_text) for item in items} == {("turn", ids["D1:3"], "Ann + Rex")}
+    assert reached(store, [ids["D1:5"]]) == {ids["D1:3"]}  # the session's last turn by Ann: only the one before
+    assert reached(store, [ids["D2:1"]]) == set()  # the next session is no neighbour
+    assert reached(store, [ids["note-1"]]) == set()  # an id without a dialogue position has none
+    assert reached(store, [ids["D1:3"], ids["D1:1"]]) == {ids["D1:5"]}  # the working set is left out
+
+
+def test_turn_links_are_off_unless_asked_and_an_unknown_link_names_turn_in_the_fix(turns) -> None:
+    store, ids = turns
+    assert store.frontier("g", [ids["D1:3"]], [], "Rex") == []  # anchors only by default: these have none
+    with pytest.raises(GraphError, match="turn"):
+        store.frontier("g", [ids["D1:3"]], [], "Rex", links=("turns",))
+
+
+def test_the_window_bounds_how_far_a_turn_link_looks_for_the_speaker(tmp_path: Path, embedder: Embedder) -> None:
+    store = SQLiteGraphStore(tmp_path / "w1.sqlite", embedder=embedder, config=StoreConfig(turn_link_window=1))
+    try:
+        ids = fill(store)
+        assert reached(store, [ids["D1:3"]]) == set()  # Ann's neighbours are two turns away
+        assert reached(store, [ids["D1:2"]]) == set()  # and so are Bob's
+    finally:
+        store.close()
+
+
+def test_turn_links_survive_reopening_and_follow_deletes_and_merges(tmp_path: Path, embedder: Embedder, turns) -> None:
+    store, ids = turns
+    store.delete_entry("g", ids["D1:5"])
+    assert reached(store, [ids["D1:3"]]) == {ids["D1:1"]}
+
+    def merge_into_first(candidate: EntryCandidate, similar: Sequence[MemoryEntry]) -> MergeDecision:
+        return MergeDecision(action="merge", target_id=similar[0].id)
+
+    again = EntryCandidate(abstraction="Ann + job", value="I started a new job at Nova today.", speaker="Ann",
+                           source_turn_ids=["D1:7"])  # fmt: skip
+    merged = store.upsert_entry("g", again, merge_into_first)
+    assert merged.entry.id == ids["D2:1"] and not merged.created
+    assert ids["D2:1"] in reached(store, [ids["D1:3"]])  # its new turn D1:7 is Ann's next after D1:3 (D1:5 is gone)
+    path = store.path
+    store.close()
+    reopened = SQLiteGraphStore(path, embedder=embedder)
+    try:
+        assert reached(reopened, [ids["D1:3"]]) == {ids["D1:1"], ids["D2:1"]}
+    finally:
+        reopened.close()
+
+
+def test_value_scoring_ranks_the_frontier_by_the_values_cosine_alone(turns, embedder: Embedder) -> None:
+    store, ids = turns
+    query = "Where does Rex like to run?"
+    entries = {entry.id: entry for entry in store.entries("g")}
+    q = embedder.encode_one(query)
+
+    def cosine(text: str) -> float:
+        return float(embedder.encode_one(text) @ q)
+
+    for score, expected in (("value", lambda e: cosine(e.value)),
+                            ("best", lambda e: max(cosine(e.abstraction), cosine(e.value)))):  # fmt: skip
+        items = store.frontier("g", [ids["D1:3"], ids["D1:2"]], [], query, links=("turn",), score=score)
+        assert len(items) == 3  # D1:1, D1:5 (Ann's) and D1:4 (Bob's)
+        got = [item.score for item in items]
+        assert got == sorted(got, reverse=True)
+        assert np.allclose(got, [expected(entries[item.entry_id]) for item in items], atol=1e-4)
