@@ -334,11 +334,16 @@ def markdown_report(report: Mapping[str, Any]) -> str:
                 f"- GRPO recall - {curve}@same tokens: {row['margin']:+.3f}"
                 + ("" if row["in_range"] else " (outside the curve)")
             )
-    lines += ["", "Baseline curves:", "", "| curve | setting | context tokens | recall |", "|---|---|---|---|"]
+    lines += ["", "Baseline curves (each point - semantic's curve at its tokens; * = outside it):", ""]
+    lines += ["| curve | setting | context tokens | recall | recall - semantic |", "|---|---|---|---|---|"]
+    semantic = [(point["context_tokens"], point["evidence_recall"]) for point in report["curves"].get(SEMANTIC, [])]
     for curve, points in report["curves"].items():
         for point in points:
+            there, inside = interpolate_at(semantic, point["context_tokens"]) if semantic else (None, True)
+            margin = "n/a" if there is None else f"{point['evidence_recall'] - there:+.3f}{'' if inside else '*'}"
             lines.append(
-                f"| {curve} | {point['setting']} | {point['context_tokens']:.1f} | {point['evidence_recall']:.3f} |"
+                f"| {curve} | {point['setting']} | {point['context_tokens']:.1f} | {point['evidence_recall']:.3f} "
+                f"| {margin} |"
             )
     if report.get("timings"):
         lines += ["", "LLM evaluation time (wall):", ""]

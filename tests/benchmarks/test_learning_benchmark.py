@@ -204,7 +204,9 @@ def test_markdown_report_holds_every_table():
     assert f"- GRPO recall - semantic@same tokens: {0.75 - (0.1 + 0.5 * 125 / 180):+.3f}" in text
     assert f"- GRPO recall - heuristic@same tokens: {0.75 - (0.3 + 0.2 * 55 / 70):+.3f}" in text
     assert "| prompted base | 80.0 | 0.300 | 0.267 | +0.033 | 0.300* | +0.000 |" in text  # below heuristic's range
-    assert "| heuristic | b=6 | 160.0 | 0.500 |" in text
+    # each curve point against semantic's curve: b=6 at 160 tokens reads 0.1 + 0.5 * 140 / 180 there
+    assert f"| heuristic | b=6 | 160.0 | 0.500 | {0.5 - (0.1 + 0.5 * 140 / 180):+.3f} |" in text
+    assert "| semantic | k=10 | 200.0 | 0.600 | +0.000 |" in text
     assert "| 0 | False | 12 | 1 | 3.0 | 0.100 | n/a |" in text
     assert "(greedy, vllm, 40 new tokens a turn)" in text
     assert "- start smollm2-135m-instruct (vllm): 41 s" in text and "- play prompted base (vllm): 13 s" in text
