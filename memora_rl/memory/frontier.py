@@ -165,7 +165,7 @@ def frontier_items(
     abstractions = abstraction_of([cache.entry_ids[row] for row in set(sources)]) if sources and abstraction_of else {}
     items = []
     for i in order:
-        row, score = int(rows[i]), float(scores[i])
+        row, cosine = int(rows[i]), float(scores[i])
         entry_id = cache.entry_ids[row]
         if row in by_anchor:
             reaching = [a for a in by_anchor[row] if a in own] or by_anchor[row]
@@ -180,7 +180,7 @@ def frontier_items(
         else:
             source = cache.entry_ids[by_turn[row][0]]
             link = (source, abstractions.get(source, source), "turn")
-        items.append(FrontierItem(entry_id=entry_id, anchor_id=link[0], anchor_text=link[1], score=score, via=link[2]))
+        items.append(FrontierItem(entry_id=entry_id, anchor_id=link[0], anchor_text=link[1], score=cosine, via=link[2]))
     return items
 
 
