@@ -135,6 +135,11 @@ class WarmStartSettings(StrictModel):
     """Most share of the episodes that may be a bare stop (the oracle found nothing to gain); the extra ones are
     left out. Where most walks are a bare stop (LoCoMo: 70%), imitating them all teaches "always stop"
     (docs/learning.md, section 16). 1.0 keeps every walk."""
+    stop_fallback_budget: float = Field(0.0, ge=0.0)
+    """Where the oracle's walk is a bare stop, imitate the heuristic instead: expand the frontier's first ids
+    within this many budget units, then stop (0: keep the oracle's stop). The policy cannot see why the oracle
+    stopped (full evidence already, or none reachable), so its stops teach "stop" where expanding pays on
+    average (docs/learning.md, section 21)."""
 
 
 class TrainConfig(StrictModel):

@@ -19,6 +19,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from memora_rl.core.parse import ExpandAction, format_action
+from memora_rl.policy.baselines import STOP_TEXT, CostModel, affordable_ids, frontier_ids
 from memora_rl.training.generation import Generated
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings, end_of_turn_ids
 
@@ -62,6 +64,23 @@ def limit_bare_stops(walks: Sequence[Any], max_stop_share: float) -> list[Any]:
             stops_allowed -= len(walk.actions) == 1
             kept.append(walk)
     return kept
+
+
+def heuristic_actions(env: Any, task: Any, budget: float) -> list[str]:
+    """The heuristic's walk for `task` within `budget` units: expands of the frontier's first ids, then a stop."""
+    costs = CostModel.from_env_config(env.config)
+    _obs, info = env.reset(options={"task": task})
+    actions: list[str] = []
+    while True:
+        within = affordable_ids(budget, costs.expand_cost_per_id, costs.max_ids_per_expand)
+        ids = frontier_ids(info)[: min(costs.expandable(info), within)]
+        if not ids:
+            return [*actions, STOP_TEXT]
+        actions.append(format_action(ExpandAction(ids=ids)))
+        budget -= len(ids) * costs.expand_cost_per_id
+        _obs, _reward, terminated, truncated, info = env.step(actions[-1])
+        if terminated or truncated:
+            return actions
 
 
 def oracle_episodes(
@@ -145,6 +164,15 @@ def warm_start(config: Any, device: str) -> Path:
     with Progress(transient=True) as bar:
         walks = [oracle.walk(task) for task in bar.track(tasks, description="oracle walks for the warm start")]
     by_task = {task.id: task for task in tasks}
+    if settings.stop_fallback_budget > 0:
+        walks = [
+            walk
+            if len(walk.actions) > 1
+            else walk.model_copy(
+                update={"actions": heuristic_actions(env, by_task[walk.task_id], settings.stop_fallback_budget)}
+            )
+            for walk in walks
+        ]
     walks = limit_bare_stops(walks, settings.max_stop_share)
     episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
     summary = episode_summary(episodes)

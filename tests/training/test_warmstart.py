@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.oracle import Oracle
 from memora_rl.env.retrieval import RetrievalEnv
+from memora_rl.policy.baselines import STOP_TEXT
 from memora_rl.training.rollout import RolloutSettings
-from memora_rl.training.warmstart import ScriptedGenerator, limit_bare_stops, oracle_episodes, sft_rows
+from memora_rl.training.warmstart import (
+    ScriptedGenerator,
+    heuristic_actions,
+    limit_bare_stops,
+    oracle_episodes,
+    sft_rows,
+)
 from tests.env.conftest import ENTRIES, GRAPH_ID, TASKS
 from tests.graph_fixtures import HandGraphStore
 
@@ -50,6 +58,36 @@ def test_bare_stops_are_capped_at_their_share_and_acting_walks_all_kept() -> Non
     kept = limit_bare_stops(walks, 0.5)
     assert [w.task_id for w in kept] == ["t0", "t1", "t2", "t3", "t4", "t8"]  # the first 3 bare stops, in order
     assert len(limit_bare_stops(walks, 0.7)) == 3 + 7  # 7 stops of 10 walks
+
+
+def test_heuristic_fallback_walk_is_the_heuristic_within_its_budget(hand_env: RetrievalEnv, smol_tokenizer) -> None:
+    """The warm start's fallback for a bare stop: the heuristic's walk in an env whose whole budget is 2,
+    replayed in the env's own budget of 4 as a valid rollout that ends with a stop."""
+    import asyncio
+
+    from memora_rl.core.parse import parse_action
+    from memora_rl.policy.baselines import HeuristicPolicy
+
+    store = HandGraphStore(GRAPH_ID, ENTRIES, anchor_choice="walk")
+    config = hand_env.config.model_copy(update={"budget": 2.0})
+    small = RetrievalEnv(store, config, tasks=TASKS, embedder=store.embedder)
+    policy = HeuristicPolicy()
+    settings = RolloutSettings(max_turns=4, max_new_tokens=48, max_completion_tokens=2048)
+    expands = 0
+    for task in TASKS:
+        actions = heuristic_actions(hand_env, task, budget=2.0)
+        expands += len(actions) - 1
+        _obs, info = small.reset(options={"task": task})
+        expected, done = [], False
+        while not done:
+            expected.append(asyncio.run(policy.act([], info)))
+            _obs, _reward, terminated, truncated, info = small.step(expected[-1])
+            done = terminated or truncated
+        assert actions[:-1] == [action for action in expected if action != STOP_TEXT]  # the small env ends when spent
+        assert sum(len(parse_action(a).ids) for a in actions[:-1]) <= 2 and actions[-1] == STOP_TEXT
+        (episode,) = oracle_episodes(hand_env, [task], smol_tokenizer, settings, [SimpleNamespace(actions=actions)])
+        assert episode.done and not episode.forced_stop and episode.reward_components["valid_action_rate"] == 1.0
+    assert expands > 0
 
 
 def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
