@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "async_bridge": 0,
     "sqlite_wal": 0,
     "onnx_encoder": 0,
+    "turn_ids": 0,
     "config": 1,
     "embedding": 1,
     "cli_options": 1,

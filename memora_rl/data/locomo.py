@@ -30,6 +30,7 @@ from memora_rl.data.dates import parse_locomo_time
 from memora_rl.data.jsonio import answer_text, check_type, read_json, require
 from memora_rl.data.records import CategoryName, Conversation, Corpus, Session, Task, Turn
 from memora_rl.errors import DataError
+from memora_rl.turn_ids import turn_key
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,6 @@ CATEGORY_NAMES: dict[int, CategoryName] = {
 ADVERSARIAL_CATEGORY = 5
 _VALID_CATEGORY_NAMES = frozenset(get_args(CategoryName))
 _SESSION_KEY_RE = re.compile(r"^session_(\d+)$")
-_DIA_ID_RE = re.compile(r"^D\d+:\d+$")
 _EVIDENCE_SEPARATORS_RE = re.compile(r"[;,\s]+")
 
 
@@ -158,7 +158,7 @@ def split_evidence(raw: str) -> tuple[list[str], list[str]]:
     for fragment in _EVIDENCE_SEPARATORS_RE.split(raw.strip()):
         if not fragment:
             continue
-        (ids if _DIA_ID_RE.match(fragment) else dropped).append(fragment)
+        (ids if turn_key(fragment) else dropped).append(fragment)
     return ids, dropped
 
 

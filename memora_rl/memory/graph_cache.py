@@ -7,7 +7,6 @@ mutation, so search and frontier never touch the database.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +17,7 @@ import numpy as np
 from memora_rl.memory import ann_files
 from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.vectors import VectorTable
+from memora_rl.turn_ids import TurnKey, turn_key
 
 
 def timestamp(value: datetime | str | None) -> float:
@@ -31,21 +31,6 @@ def timestamp(value: datetime | str | None) -> float:
 
         value = value.replace(tzinfo=UTC)
     return value.timestamp()
-
-
-TurnKey = tuple[int, int]
-"""(session, turn) of a dialogue turn id `D<session>:<turn>`, the id every dataset here gives its turns."""
-_TURN_ID_RE = re.compile(r"^D(\d+):(\d+)$")
-
-
-def turn_key(turn_id: str) -> TurnKey | None:
-    """(session, turn) of a turn id like `D3:12`; None for an id of any other form (it has no neighbours).
-
-    >>> turn_key("D3:12"), turn_key("note-1")
-    ((3, 12), None)
-    """
-    match = _TURN_ID_RE.match(turn_id)
-    return (int(match[1]), int(match[2])) if match else None
 
 
 _EPISODE_CAPACITY = 64

@@ -24,11 +24,11 @@ from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import Decider
 from memora_rl.serve.graphs import StoreHandle
 from memora_rl.serve.schemas import IngestRequest, IngestResponse
+from memora_rl.turn_ids import turn_key
 
 logger = logging.getLogger(__name__)
 
 _SESSION_OF_EPISODE = re.compile(r"^ep-s(\d+)-")
-_SESSION_OF_TURN = re.compile(r"^D(\d+):")
 
 
 class IngestConflictError(GraphError):
@@ -53,7 +53,7 @@ def next_session_index(handle: StoreHandle, graph_id: str) -> int:
     for episode in handle.writer.episodes(graph_id):
         found = _SESSION_OF_EPISODE.match(episode.id)
         numbers.append(int(found.group(1)) if found else 0)
-        numbers += [int(m.group(1)) for t in episode.source_turn_ids if (m := _SESSION_OF_TURN.match(t))]
+        numbers += [key[0] for t in episode.source_turn_ids if (key := turn_key(t))]
     return max(numbers) + 1
 
 

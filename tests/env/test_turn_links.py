@@ -10,7 +10,7 @@ from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.core.render import link_label
 from memora_rl.env.registry import make_env
 from memora_rl.judge.graders import evidence_recall, initial_recall
-from memora_rl.memory.graph_cache import turn_key
+from memora_rl.turn_ids import turn_key
 from tests.env.test_contract import SMALL_DATA, make_small_env
 
 TURN_LINKS = ["env.frontier_links=[turn]", "env.frontier_score=value", "env.compact=false", "env.few_shot=false"]
