@@ -86,6 +86,10 @@ class HeuristicPolicy(Policy):
 
     async def act(self, messages: list[Message], info: dict[str, Any]) -> str:
         """Expand the top affordable frontier ids, or stop when none is left or affordable."""
+        return self.choose(info)
+
+    def choose(self, info: dict[str, Any]) -> str:
+        """The action for the env's latest `info` (the rule itself, without a chat: the warm start calls it too)."""
         ids = frontier_ids(info)[: self.costs.expandable(info)]
         if not ids:
             return STOP_TEXT

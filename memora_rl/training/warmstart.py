@@ -19,8 +19,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memora_rl.core.parse import ExpandAction, format_action
-from memora_rl.policy.baselines import STOP_TEXT, CostModel, affordable_ids, frontier_ids
+from memora_rl.policy.baselines import STOP_TEXT, CostModel, HeuristicPolicy
 from memora_rl.training.generation import Generated
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings, end_of_turn_ids
 
@@ -67,17 +66,18 @@ def limit_bare_stops(walks: Sequence[Any], max_stop_share: float) -> list[Any]:
 
 
 def heuristic_actions(env: Any, task: Any, budget: float) -> list[str]:
-    """The heuristic's walk for `task` within `budget` units: expands of the frontier's first ids, then a stop."""
-    costs = CostModel.from_env_config(env.config)
+    """The heuristic's walk for `task` as if `budget` were the env's whole budget (its stop omitted where the env ends).
+
+    The rule is `HeuristicPolicy.choose`; the env's `budget_left` is capped at what `budget` leaves.
+    """
+    policy = HeuristicPolicy(CostModel.from_env_config(env.config))
     _obs, info = env.reset(options={"task": task})
     actions: list[str] = []
     while True:
-        within = affordable_ids(budget, costs.expand_cost_per_id, costs.max_ids_per_expand)
-        ids = frontier_ids(info)[: min(costs.expandable(info), within)]
-        if not ids:
-            return [*actions, STOP_TEXT]
-        actions.append(format_action(ExpandAction(ids=ids)))
-        budget -= len(ids) * costs.expand_cost_per_id
+        left = budget - (env.config.budget - float(info["budget_left"]))
+        actions.append(policy.choose({**info, "budget_left": min(float(info["budget_left"]), left)}))
+        if actions[-1] == STOP_TEXT:
+            return actions
         _obs, _reward, terminated, truncated, info = env.step(actions[-1])
         if terminated or truncated:
             return actions
