@@ -51,13 +51,14 @@ learning.md (the tables, also printed) and recall_vs_tokens.png.
 
 Training runs go to a temporary folder unless `--runs-dir` is given; there a run whose `final/`
 exists is reused (not retrained) and an interrupted one resumes from its last checkpoint, and each
-run's evaluation is cached in `<run>/learning_eval.json`, so a killed benchmark picks up where it was.
+policy's evaluation is cached in `<run>/learning_eval_<policy>.json`, so a killed benchmark picks up where it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import importlib.util
 import json
@@ -87,8 +88,8 @@ BASE, WARM, GRPO = "prompted base", "warm start", "GRPO"
 SEMANTIC, HEURISTIC, ORACLE = "semantic", "heuristic", "oracle"
 SEMANTIC_K = (1, 2, 3, 5, 8, 10)
 HEURISTIC_BUDGETS = (1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 12.0)
-EVAL_FILE = "learning_eval.json"
-"""Cached evaluation of a run's warm start and GRPO policies, inside its run folder."""
+EVAL_FILE = "learning_eval_{policy}.json"
+"""Cached evaluation of one of a run's policies (warm start or GRPO), inside its run folder."""
 BASE_EVAL_FILE = "base_eval.json"
 """Cached evaluation of the prompted base model, in `--runs-dir`."""
 GENERATORS = ("vllm", "transformers")
@@ -778,21 +779,30 @@ def eval_key(ctx: EvalContext, max_new_tokens: int, **extra: Any) -> dict[str, A
 
 
 def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> dict[str, dict[str, float]]:
-    """Warm start (adapter disabled, when there is one) and GRPO metrics of one run; cached in the run folder."""
+    """Warm start (adapter disabled, when there is one) and GRPO metrics of one run.
+
+    Each policy's figures are cached in its own file in the run folder, so a benchmark stopped during the
+    GRPO evaluation keeps the warm start's; the generators start only when a policy is not cached.
+    """
     weights = trained.adapter_dir / "adapter_model.safetensors"
     key = eval_key(ctx, max_new_tokens, adapter_mtime=weights.stat().st_mtime if weights.is_file() else None)
+    policies = {GRPO: "adapter"} if trained.warm_start is None else {WARM: "base", GRPO: "adapter"}
+    results: dict[str, dict[str, float]] = {}
+    with contextlib.ExitStack() as stack:
+        generators: dict[str, Any] = {}
 
-    def play() -> dict[str, dict[str, float]]:
-        results: dict[str, dict[str, float]] = {}
-        with policy_generators(ctx, trained.grpo_base, trained.adapter_dir) as generators:
-            if trained.warm_start is not None:
-                label = f"{WARM} s{trained.seed}"
-                results[WARM] = policy_metrics(play_llm(ctx, generators["base"], max_new_tokens, label), ctx.categories)
-            label = f"{GRPO} s{trained.seed}"
-            results[GRPO] = policy_metrics(play_llm(ctx, generators["adapter"], max_new_tokens, label), ctx.categories)
-        return results
+        def play(label: str, generator: str) -> dict[str, float]:
+            if not generators:
+                generators.update(stack.enter_context(policy_generators(ctx, trained.grpo_base, trained.adapter_dir)))
+            played = play_llm(ctx, generators[generator], max_new_tokens, f"{label} s{trained.seed}")
+            return policy_metrics(played, ctx.categories)
 
-    return cached_results(trained.run_dir / EVAL_FILE, key, f"seed {trained.seed}", play)
+        for label, generator in policies.items():
+            cache = trained.run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
+            results[label] = cached_results(
+                cache, key, f"{label} s{trained.seed}", functools.partial(play, label, generator)
+            )
+    return results
 
 
 def evaluate_base(ctx: EvalContext, config: Any, max_new_tokens: int, runs_dir: Path | None) -> dict[str, float]:

@@ -140,6 +140,10 @@ class WarmStartSettings(StrictModel):
     within this many budget units, then stop (0: keep the oracle's stop). The policy cannot see why the oracle
     stopped (full evidence already, or none reachable), so its stops teach "stop" where expanding pays on
     average (docs/learning.md, section 21)."""
+    stop_fallback_varied: bool = False
+    """Draw each fallback walk's budget from 1, 2, ... up to `stop_fallback_budget` (seeded per task) instead of
+    using it whole, so the warm-started policy expands by different amounts and a GRPO group's walks differ in
+    how far they expand: the decision GRPO can learn from (docs/learning.md, section 22)."""
 
 
 class TrainConfig(StrictModel):

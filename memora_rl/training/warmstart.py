@@ -20,6 +20,7 @@ from statistics import fmean
 from typing import Any
 
 from memora_rl.policy.baselines import STOP_TEXT, CostModel, HeuristicPolicy
+from memora_rl.training.config import WarmStartSettings
 from memora_rl.training.generation import Generated
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings, end_of_turn_ids
 
@@ -81,6 +82,25 @@ def heuristic_actions(env: Any, task: Any, budget: float) -> list[str]:
         _obs, _reward, terminated, truncated, info = env.step(actions[-1])
         if terminated or truncated:
             return actions
+
+
+def fallback_budget(budget: float, varied: bool, seed: int, task_id: str) -> float:
+    """A fallback walk's budget: `budget`, or with `varied` a whole number from 1 to `budget` drawn per task.
+
+    >>> fallback_budget(3.0, False, 0, "t1")
+    3.0
+    >>> sorted({fallback_budget(3.0, True, 0, f"t{i}") for i in range(50)})
+    [1.0, 2.0, 3.0]
+    """
+    if not varied:
+        return budget
+    return float(random.Random(f"{seed}:{task_id}").randint(1, max(1, int(budget))))
+
+
+def fallback_walk(env: Any, task: Any, walk: Any, settings: WarmStartSettings, seed: int) -> Any:
+    """`walk` (a bare stop) with the heuristic's walk within the fallback budget in its place."""
+    budget = fallback_budget(settings.stop_fallback_budget, settings.stop_fallback_varied, seed, task.id)
+    return walk.model_copy(update={"actions": heuristic_actions(env, task, budget)})
 
 
 def oracle_episodes(
@@ -166,11 +186,7 @@ def warm_start(config: Any, device: str) -> Path:
     by_task = {task.id: task for task in tasks}
     if settings.stop_fallback_budget > 0:
         walks = [
-            walk
-            if len(walk.actions) > 1
-            else walk.model_copy(
-                update={"actions": heuristic_actions(env, by_task[walk.task_id], settings.stop_fallback_budget)}
-            )
+            walk if len(walk.actions) > 1 else fallback_walk(env, by_task[walk.task_id], walk, settings, config.seed)
             for walk in walks
         ]
     walks = limit_bare_stops(walks, settings.max_stop_share)

@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -343,3 +344,41 @@ def test_learning_benchmark_skip_train_smoke(tmp_path):
         f"play {learning.BASE}"
     ]
     print(f"learning.py --skip-train smoke: {elapsed:.0f} s")
+
+
+def test_a_stopped_evaluation_keeps_the_warm_starts_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each policy is cached on its own: a run stopped in GRPO's evaluation replays only GRPO, and a fully
+    cached run starts no generator. The generators and episodes are scripted; the cache logic is the real one."""
+    started: list[str] = []
+    played: list[str] = []
+
+    @contextlib.contextmanager
+    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
+        started.append(model)
+        yield {"base": "base", "adapter": "adapter"}
+
+    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
+        played.append(generator)
+        if generator == "adapter" and fail_grpo:
+            raise KeyboardInterrupt  # the benchmark stopped while GRPO was playing
+        return [_components(0.5 if generator == "base" else 0.75, 100.0, expand=1.0, stop=1.0)]
+
+    monkeypatch.setattr(learning, "policy_generators", generators)
+    monkeypatch.setattr(learning, "play_llm", play)
+    ctx = learning.EvalContext(
+        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
+    )
+    (tmp_path / "adapter").mkdir()
+    trained = learning.TrainedRun(0, tmp_path, tmp_path / "adapter", "warm-model", tmp_path / "warm", False, None)
+
+    fail_grpo = True
+    with pytest.raises(KeyboardInterrupt):
+        learning.evaluate_run(ctx, trained, max_new_tokens=48)
+    assert played == ["base", "adapter"]
+    fail_grpo = False
+    results = learning.evaluate_run(ctx, trained, max_new_tokens=48)
+    assert played == ["base", "adapter", "adapter"]  # the warm start came from its cache
+    assert results[learning.WARM]["evidence_recall"] == 0.5
+    assert results[learning.GRPO]["evidence_recall"] == 0.75
+    assert learning.evaluate_run(ctx, trained, max_new_tokens=48) == results
+    assert started == ["warm-model", "warm-model"]  # the third call found both cached and started nothing

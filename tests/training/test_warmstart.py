@@ -11,9 +11,12 @@ from memora_rl.env.config import EnvConfig
 from memora_rl.env.oracle import Oracle
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.policy.baselines import STOP_TEXT
+from memora_rl.training.config import WarmStartSettings
 from memora_rl.training.rollout import RolloutSettings
 from memora_rl.training.warmstart import (
     ScriptedGenerator,
+    fallback_budget,
+    fallback_walk,
     heuristic_actions,
     limit_bare_stops,
     oracle_episodes,
@@ -88,6 +91,23 @@ def test_heuristic_fallback_walk_is_the_heuristic_within_its_budget(hand_env: Re
         (episode,) = oracle_episodes(hand_env, [task], smol_tokenizer, settings, [SimpleNamespace(actions=actions)])
         assert episode.done and not episode.forced_stop and episode.reward_components["valid_action_rate"] == 1.0
     assert expands > 0
+
+
+def test_varied_fallback_walks_stay_within_their_drawn_budgets(hand_env: RetrievalEnv) -> None:
+    """`stop_fallback_varied`: each bare stop becomes the heuristic's walk within the budget drawn for its task."""
+    from memora_rl.core.parse import parse_action
+
+    settings = WarmStartSettings(stop_fallback_budget=3.0, stop_fallback_varied=True)
+    named = {}
+    for seed in range(4):
+        for task in TASKS:
+            bare_stop = Oracle(hand_env).walk(task).model_copy(update={"actions": [STOP_TEXT]})
+            walk = fallback_walk(hand_env, task, bare_stop, settings, seed)
+            drawn = fallback_budget(3.0, True, seed, task.id)
+            assert walk.actions == heuristic_actions(hand_env, task, drawn)
+            named[seed, task.id] = sum(len(parse_action(action).ids) for action in walk.actions[:-1])
+            assert 0 < named[seed, task.id] <= drawn
+    assert len(set(named.values())) > 1  # the walks differ in how far they expand
 
 
 def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
