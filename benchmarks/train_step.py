@@ -1,6 +1,6 @@
 """GRPO optimizer-step cost: seconds and peak RSS per step, current trainer settings vs the new ones.
 
-Each row runs real GRPO optimizer steps (TRL 1.16, SmolLM2-135M + LoRA r8, float32 on CPU:
+Each row runs real GRPO optimizer steps (TRL 1.16, SmolLM2-135M + LoRA r8, float32 on CPU or bf16 on CUDA:
 reference pass, the importance-sampling pass of the vLLM backend unless `--no-importance-sampling`,
 policy forward/backward, AdamW) in a fresh subprocess, so its peak RSS is its own. The
 completions are replayed, not generated, so a row measures the trainer alone:
@@ -20,6 +20,7 @@ current settings on the target workload (aborted at `--max-rss-gb`); `--rows` pi
     python benchmarks/train_step.py                        # ~8 minutes here
     python benchmarks/train_step.py --generations 8 --turns 4 --steps 3 --json out.json
     python benchmarks/train_step.py --source synthetic --prompt-tokens 600 --observation-tokens 260
+    python benchmarks/train_step.py --device cuda --generations 32   # on a GPU: peak GB is GPU memory
 """
 
 from __future__ import annotations
@@ -95,7 +96,9 @@ class Row:
     steps_cpu_s: list[float] = field(default_factory=list)
     """CPU seconds of the process (all threads) per step: steadier than wall time on a shared machine."""
     threads: int = 1
+    device: str = "cpu"
     peak_gb: float = 0.0
+    """Peak RSS of the process on CPU; peak memory torch allocated on the GPU on CUDA."""
     loaded_gb: float = 0.0
     prompt_tokens: float = 0.0
     completion_tokens: float = 0.0
@@ -262,7 +265,13 @@ def guard_memory(limit_gb: float) -> None:
 
 
 def run_row(
-    settings: Settings, workload: Workload, episodes: dict[str, Any], steps: int, seed: int, importance: bool = True
+    settings: Settings,
+    workload: Workload,
+    episodes: dict[str, Any],
+    steps: int,
+    seed: int,
+    importance: bool = True,
+    device: str = "cpu",
 ) -> Row:
     """Train `steps` optimizer steps on the recorded episodes with `settings`; time and RSS per step.
 
@@ -279,7 +288,7 @@ def run_row(
     from memora_rl.training.rewards import make_component_rewards
     from memora_rl.training.trainer import StepSettings, build_grpo_config, build_policy, build_trainer
 
-    row = Row(settings.name, workload.name, threads=torch.get_num_threads())
+    row = Row(settings.name, workload.name, threads=torch.get_num_threads(), device=device)
     groups = episodes["groups"][:steps]
     rollout = ReplayRollout(groups)
     with tempfile.TemporaryDirectory(prefix="memora-train-step-") as root:
@@ -297,11 +306,11 @@ def run_row(
             f"backend={'vllm' if importance else 'transformers'}",  # no server starts; transformers: no IS pass
         ]
         config = load_config(TrainConfig, QUICKSTART, overrides)
-        model, tokenizer, lora = build_policy(config, "cpu")
+        model, tokenizer, lora = build_policy(config, device)
         step = StepSettings(settings.micro_batch_size, settings.share_prompt_prefix,
                             settings.gradient_checkpointing, settings.checkpoint_every_n_layers)  # fmt: skip
         funcs, weights = make_component_rewards(episodes["weights"])
-        args = build_grpo_config(config, weights, "cpu", step)
+        args = build_grpo_config(config, weights, device, step)
         args.shuffle_dataset = False
         dataset = Dataset.from_list([{"prompt": prompt} for prompt in rollout.pending])
 
@@ -321,7 +330,7 @@ def run_row(
             enable_rollout_importance_sampling(trainer)
         row.loaded_gb = rss_gb()
         trainer.train()
-    row.peak_gb = peak_rss_gb()
+    row.peak_gb = torch.cuda.max_memory_allocated() / 1e9 if device == "cuda" else peak_rss_gb()
     served = [episode for batch in rollout.served for episode in batch]
     per_step = len(served) / max(1, len(rollout.served))
     row.prompt_tokens = sum(len(e["prompt_ids"]) for e in served) / len(served) * per_step
@@ -350,7 +359,7 @@ def worker(spec: dict[str, Any]) -> None:
     guard_memory(spec["max_rss_gb"])
     episodes = json.loads(Path(spec["episodes"]).read_text())
     settings, workload = Settings(**spec["settings"]), Workload(**spec["workload"])
-    row = run_row(settings, workload, episodes, spec["steps"], spec["seed"], spec["importance"])
+    row = run_row(settings, workload, episodes, spec["steps"], spec["seed"], spec["importance"], spec["device"])
     print(json.dumps(asdict(row)))
 
 
@@ -394,40 +403,41 @@ def measure(settings: Settings, workload: Workload, episodes: Path, args: argpar
     """One row in its own process (a failed or aborted one keeps its error)."""
     spec = {"job": "train", "settings": asdict(settings), "workload": asdict(workload), "episodes": str(episodes),
             "steps": args.steps, "seed": args.seed, "max_rss_gb": args.max_rss_gb, "threads": args.threads,
-            "importance": args.importance_sampling}  # fmt: skip
+            "importance": args.importance_sampling, "device": args.device}  # fmt: skip
     print(f"... {settings.name} on {workload.name}", file=sys.stderr, flush=True)
     result = spawn(spec, args.timeout_s)
     if result.get("error"):
-        return Row(settings.name, workload.name, error=result["error"])
+        return Row(settings.name, workload.name, device=args.device, error=result["error"])
     return Row(**result)
 
 
 def print_table(rows: list[Row]) -> None:
     """The rows, then the new settings' ratios to the current ones on the same workload, and the target check."""
-    header = ("settings", "workload", "s/step", "CPU s/step", "peak GB", "prompt tok", "completion tok", "policy tok",
-              "turns")  # fmt: skip
+    header = ("settings", "workload", "device", "s/step", "CPU s/step", "peak GB", "prompt tok", "completion tok",
+              "policy tok", "turns")  # fmt: skip
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows:
         if row.error:
-            print(f"| {row.settings} | {row.workload} | {row.error} |" + " |" * (len(header) - 3))
+            print(f"| {row.settings} | {row.workload} | {row.device} | {row.error} |" + " |" * (len(header) - 4))
             continue
         figures = (row.step_s, row.step_cpu_s, row.peak_gb, row.prompt_tokens, row.completion_tokens,
                    row.policy_tokens)  # fmt: skip
         cells = [f"{value:.1f}" for value in figures[:2]] + [f"{figures[2]:.2f}"] + [f"{v:.0f}" for v in figures[3:]]
-        print(f"| {row.settings} | {row.workload} | " + " | ".join(cells) + f" | {row.turns:.2f} |")
+        print(f"| {row.settings} | {row.workload} | {row.device} | " + " | ".join(cells) + f" | {row.turns:.2f} |")
     done = {(row.settings, row.workload): row for row in rows if not row.error}
     for (settings, workload), row in done.items():
         current = done.get((CURRENT.name, workload))
         if settings != CURRENT.name and current is not None:
             cpu, peak = row.step_cpu_s / current.step_cpu_s, row.peak_gb / current.peak_gb
             print(f"\nnew / current on {workload}: time {row.step_s / current.step_s:.2f}x, "
-                  f"CPU time {cpu:.2f}x, peak RSS {peak:.2f}x")  # fmt: skip
+                  f"CPU time {cpu:.2f}x, peak memory {peak:.2f}x")  # fmt: skip
     for (settings, workload), row in done.items():
         if settings != CURRENT.name and workload.startswith(TARGET_PREFIX):
             ok = row.step_s <= TARGET_S and row.peak_gb <= TARGET_GB
-            print(f"new on {workload}: {row.step_s:.1f} s ({row.quiet_s:.1f} s on an idle machine: CPU s / "
-                  f"{row.threads} threads) and {row.peak_gb:.2f} GB a step "
+            quiet = f" ({row.quiet_s:.1f} s on an idle machine: CPU s / {row.threads} threads)"
+            print(f"new on {workload}: {row.step_s:.1f} s{quiet if row.device == 'cpu' else ' on CUDA'} and "
+                  f"{row.peak_gb:.2f} GB a step "
                   f"(target <= {TARGET_S:g} s, <= {TARGET_GB:g} GB: {'met' if ok else 'NOT met'})")  # fmt: skip
 
 
@@ -462,6 +472,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-rss-gb", type=float, default=16.0, help="abort a row whose RSS passes this")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per subprocess")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu",
+                        help="where the rows train (auto: CUDA when visible); episodes play on the CPU")  # fmt: skip
     parser.add_argument("--threads", type=int, default=None, help="torch threads per row (default: torch's)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -474,6 +486,10 @@ def main() -> None:
     if args.worker:
         worker(json.loads(args.worker))
         return
+    if args.device == "auto":
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     baseline = Workload(
         f"baseline: G={args.baseline_generations} x {args.baseline_turns} turns, full",
         args.baseline_generations,

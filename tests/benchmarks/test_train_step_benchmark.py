@@ -22,6 +22,7 @@ def test_train_step_benchmark_tiny(tmp_path):
     rows = json.loads(out.read_text())
     assert [(row["settings"], row["error"]) for row in rows] == [("current", None), ("new", None), ("new", None)]
     for row in rows:
+        assert row["device"] == "cpu"
         assert len(row["steps_s"]) == 1 and row["step_s"] > 0 and row["step_cpu_s"] > 0
         assert row["peak_gb"] >= row["loaded_gb"] > 0
         assert row["prompt_tokens"] == 2 * 40
@@ -29,3 +30,17 @@ def test_train_step_benchmark_tiny(tmp_path):
     assert baseline["completion_tokens"] == 2 * 4 and baseline["policy_tokens"] == 2 * 4  # one turn: no observation
     assert target["completion_tokens"] == 2 * (4 + 16 + 4) and target["policy_tokens"] == 2 * 8
     assert "new / current" in done.stdout and "target" in done.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_train_step_benchmark_on_cuda(tmp_path):
+    """The same rows train in bf16 on the GPU; peak GB is then the memory torch allocated there."""
+    out = tmp_path / "rows.json"
+    command = [sys.executable, str(SCRIPT), "--source", "synthetic", "--steps", "1", "--generations", "2",
+               "--turns", "2", "--baseline-generations", "2", "--prompt-tokens", "40", "--observation-tokens", "16",
+               "--action-tokens", "4", "--rows", "target", "--device", "cuda", "--json", str(out)]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    (row,) = json.loads(out.read_text())
+    assert row["error"] is None and row["device"] == "cuda"
+    assert row["step_s"] > 0 and 0 < row["peak_gb"] < 10
