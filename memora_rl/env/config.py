@@ -33,8 +33,9 @@ class EnvConfig(StrictModel):
     """A refine adds its k best entries not yet retrieved (the search reaches past the
     working set). Off: the query's top k hits minus those already retrieved, so a refine
     with a name read in the working set spends a slot on the entry that showed the name."""
-    frontier_limit: int = Field(default=10, ge=1)
-    """Most frontier entries offered (and shown) per step, best first."""
+    frontier_limit: int = Field(default=10, ge=0)
+    """Most frontier entries offered (and shown) per step, best first. 0 computes no frontier: for a policy that
+    never reads one (the service's `semantic` walks), it saves the link query of every step."""
     max_ids_per_expand: int = Field(default=3, ge=1)
     """Most entry ids one expand may name; more is an invalid action."""
     max_prompt_tokens: int = Field(default=512, ge=64)

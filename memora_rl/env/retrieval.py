@@ -273,7 +273,9 @@ class RetrievalEnv(gym.Env[str, str]):
         return [self._entry_cache[entry_id] for entry_id in entry_ids if entry_id in self._entry_cache]
 
     def _refresh_frontier(self) -> None:
-        """Frontier of the working set ranked by the current query, with each entry's abstraction."""
+        """Frontier of the working set ranked by the current query, with each entry's abstraction (none at limit 0)."""
+        if self.config.frontier_limit == 0:
+            return
         items = self._frontier_items([entry.id for entry in self._working])
         entries = {entry.id: entry for entry in self._fetch([item.entry_id for item in items])}
         self._frontier = [

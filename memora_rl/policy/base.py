@@ -21,6 +21,8 @@ class Policy(ABC):
 
     name: str = "policy"
     """Short name used in logs, reports and eval tables."""
+    reads_frontier: bool = True
+    """False for a policy that never reads the frontier (it stops at once): a server skips computing it."""
 
     @abstractmethod
     async def act(self, messages: list[Message], info: dict[str, Any]) -> str:

@@ -64,6 +64,7 @@ class SemanticPolicy(Policy):
     """Stops at once: the answer context is the env's initial semantic search (top-k)."""
 
     name = "semantic"
+    reads_frontier = False
 
     async def act(self, messages: list[Message], info: dict[str, Any]) -> str:
         """Always `{"action": "stop"}`."""

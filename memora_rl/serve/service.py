@@ -91,6 +91,8 @@ class MemoryService:
         self.env = served_env(config)
         self.graphs = GraphRegistry(config.stores, embedder)
         self.policy = policy or make_policy(config)
+        if not self.policy.reads_frontier:
+            self.env = self.env.model_copy(update={"frontier_limit": 0})
         if policy is None and config.policy == "llm":
             warn_if_policy_context_short(config, self.env)
         self.builder = make_ingest_builder(config, embedder)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
-from tests.serve.conftest import GRAPH, LINKED_GRAPH, LiveServer
+from memora_rl.policy.baselines import STOP_TEXT
+from memora_rl.serve.schemas import RetrieveRequest
+from tests.serve.conftest import GRAPH, LINKED_GRAPH, LiveServer, make_service
 
 
 def test_healthz_and_graph_reads(client: httpx.Client) -> None:
@@ -32,6 +36,19 @@ def test_retrieve_semantic_finds_the_fact(client: httpx.Client) -> None:
     assert [step["action"] for step in body["walk"]] == ["stop", None]  # one action, then the final state
     assert body["walk"][0]["working_set_ids"] == [entry["id"] for entry in body["entries"]]
     assert body["episodes"] and body["latency_ms"] >= body["search_ms"] > 0
+
+
+def test_semantic_service_skips_the_frontier_and_retrieves_the_same(friends_store: Path, embedder) -> None:
+    """The semantic policy never reads the frontier, so its service computes none; the walk's result is unchanged."""
+    service = make_service([friends_store], embedder)
+    assert service.env.frontier_limit == 0
+    request = RetrieveRequest(graph=LINKED_GRAPH, question="Who is Priya's manager?", top_k=1)
+    skipped = service.retrieve_sync(request, lambda messages, info: STOP_TEXT)
+    service.env = service.env.model_copy(update={"frontier_limit": 10})
+    computed = service.retrieve_sync(request, lambda messages, info: STOP_TEXT)
+    assert skipped.walk[0].frontier == [] and computed.walk[0].frontier  # e0's anchors link e1
+    assert [entry.id for entry in skipped.entries] == [entry.id for entry in computed.entries] == ["e0"]
+    assert skipped.context == computed.context and skipped.reward_components == computed.reward_components
 
 
 def test_retrieve_context_modes(client: httpx.Client) -> None:
