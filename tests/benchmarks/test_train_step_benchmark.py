@@ -12,12 +12,17 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "train_step.py"
 
 
+def tiny_command(out: Path, *extra: str) -> list[str]:
+    """The benchmark on one step of tiny synthetic episodes (G=2, two turns), rows written to `out`."""
+    return [sys.executable, str(SCRIPT), "--source", "synthetic", "--steps", "1", "--generations", "2",
+            "--turns", "2", "--baseline-generations", "2", "--prompt-tokens", "40", "--observation-tokens", "16",
+            "--action-tokens", "4", "--json", str(out), *extra]  # fmt: skip
+
+
 @pytest.mark.slow
 def test_train_step_benchmark_tiny(tmp_path):
     out = tmp_path / "rows.json"
-    command = [sys.executable, str(SCRIPT), "--source", "synthetic", "--steps", "1", "--generations", "2",
-               "--turns", "2", "--baseline-generations", "2", "--prompt-tokens", "40", "--observation-tokens", "16",
-               "--action-tokens", "4", "--micro-batch", "1", "--max-rss-gb", "12", "--json", str(out)]  # fmt: skip
+    command = tiny_command(out, "--micro-batch", "1", "--max-rss-gb", "12")
     done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
     rows = json.loads(out.read_text())
     assert [(row["settings"], row["error"]) for row in rows] == [("current", None), ("new", None), ("new", None)]
@@ -37,10 +42,7 @@ def test_train_step_benchmark_tiny(tmp_path):
 def test_train_step_benchmark_on_cuda(tmp_path):
     """The same rows train in bf16 on the GPU; peak GB is then the memory torch allocated there."""
     out = tmp_path / "rows.json"
-    command = [sys.executable, str(SCRIPT), "--source", "synthetic", "--steps", "1", "--generations", "2",
-               "--turns", "2", "--baseline-generations", "2", "--prompt-tokens", "40", "--observation-tokens", "16",
-               "--action-tokens", "4", "--rows", "target", "--device", "cuda", "--json", str(out)]  # fmt: skip
-    subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    subprocess.run(tiny_command(out, "--rows", "target", "--device", "cuda"), check=True, timeout=900)
     (row,) = json.loads(out.read_text())
     assert row["error"] is None and row["device"] == "cuda"
     assert row["step_s"] > 0 and 0 < row["peak_gb"] < 10
