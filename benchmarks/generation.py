@@ -91,8 +91,9 @@ def main() -> None:
     from memora_rl.llm.registry import load_causal_lm, load_tokenizer
     from memora_rl.training.generation import TransformersGenerator
     from memora_rl.training.rollout import derive_turn_format, end_of_turn_ids
+    from memora_rl.training.trainer import resolve_device
 
-    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    device = resolve_device(args.device)
     torch.manual_seed(args.seed)
     tokenizer = load_tokenizer(MODEL)
     model = load_causal_lm(MODEL, dtype="float32" if device == "cpu" else "bfloat16").to(device)

@@ -486,10 +486,9 @@ def main() -> None:
     if args.worker:
         worker(json.loads(args.worker))
         return
-    if args.device == "auto":
-        import torch
+    from memora_rl.training.trainer import resolve_device
 
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    args.device = resolve_device(args.device)
     baseline = Workload(
         f"baseline: G={args.baseline_generations} x {args.baseline_turns} turns, full",
         args.baseline_generations,

@@ -122,7 +122,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
         from memora_rl.training.warmstart import warm_start
 
         _stage(console, "3/6 warm start: supervised fine-tuning on the oracle's walks", started)
-        grpo_base = str(warm_start(train_config, resolve_device(train_config)))
+        grpo_base = str(warm_start(train_config, resolve_device(train_config.device)))
     # GRPO's rollouts and the trained policy's evaluation both need the GRPO base (the warm start) served.
     with VLLMServer(rollout_server_config(train_config.model_copy(update={"model": grpo_base}))) as server:
         steps = train_config.grpo.max_steps

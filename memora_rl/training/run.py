@@ -206,7 +206,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         config: The run's settings.
         callbacks: Extra `transformers.TrainerCallback`s (tests use one to interrupt a run).
     """
-    device = resolve_device(config)
+    device = resolve_device(config.device)
     checkpoint = _prepare_run_dir(config)
     if config.warm_start.enabled:  # stage one; GRPO's base (and KL reference) becomes the merged warm start
         config = with_warm_start(config, device)

@@ -63,15 +63,15 @@ def micro_batching(per_device_batch: int, accumulation: int, micro_batch: int | 
     return micro_batch, accumulation * (per_device_batch // micro_batch)
 
 
-def resolve_device(config: TrainConfig) -> str:
-    """`cuda` or `cpu` for `device=auto`; an explicit `cuda` without a GPU is a config error."""
+def resolve_device(device: str) -> str:
+    """`cuda` or `cpu` for `auto`; an explicit `cuda` without a GPU is a config error."""
     import torch
 
-    if config.device == "cuda" and not torch.cuda.is_available():
+    if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda but no CUDA GPU is visible; use device=auto or device=cpu.")
-    if config.device == "auto":
+    if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    return config.device
+    return device
 
 
 def task_prompt(task: Task) -> str:
