@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from memora_rl.config import StrictModel
@@ -63,6 +65,10 @@ class EnvConfig(StrictModel):
     """What ranks the frontier by the query: `best` (the better of the abstraction's and the value's
     cosine) or `value` (the value's cosine alone; on LoCoMo's extractive graph the terse keyphrase
     abstractions of neighbouring turns match the question as often as not, docs/learning.md section 20)."""
+    frontier_order: Literal["score", "interleave"] = "score"
+    """How the frontier's `frontier_limit` items are chosen: `score` (best score first, whatever the link) or
+    `interleave` (the best of each link kind in turn, kinds in `frontier_links` order), so entries of one kind
+    that match the question's words (`similar`) cannot push out every item of another (`turn`)."""
     similar_threshold: float = Field(default=0.85, ge=-1.0, le=1.0)
     """Cosine (unitless, -1..1) at or above which two abstractions are similar (`frontier_links` with `similar`)."""
     episode_channel: bool = False

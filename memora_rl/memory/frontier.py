@@ -7,6 +7,7 @@ only by default).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -182,6 +183,19 @@ def frontier_items(
             link = (source, abstractions.get(source, source), "turn")
         items.append(FrontierItem(entry_id=entry_id, anchor_id=link[0], anchor_text=link[1], score=cosine, via=link[2]))
     return items
+
+
+def interleave_by_link(items: Sequence[FrontierItem], links: Sequence[FrontierLink], limit: int) -> list[FrontierItem]:
+    """The first `limit` of `items` (best first) taken one link kind at a time, in `links` order.
+
+    >>> items = [FrontierItem(entry_id=i, anchor_id="", anchor_text="", score=0.5, via=v) for i, v in
+    ...          [("s1", "similar"), ("s2", "similar"), ("t1", "turn")]]
+    >>> [item.entry_id for item in interleave_by_link(items, ["turn", "similar"], 2)]
+    ['t1', 's1']
+    """
+    queues = [[item for item in items if item.via == link] for link in links]
+    taken = [item for turn in itertools.zip_longest(*queues) for item in turn if item is not None]
+    return taken[:limit]
 
 
 def _episode_score(cache: GraphCache, episode_id: str, query: np.ndarray) -> float:
