@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, model_validator
 
 from memora_rl.config import StrictModel
 from memora_rl.core.state import ContextMode
 from memora_rl.errors import ConfigError
 from memora_rl.judge.config import JudgeConfig
-from memora_rl.memory.records import FrontierLink, FrontierScore
+from memora_rl.memory.records import FrontierLink, FrontierOrder, FrontierScore
 
 
 class EnvConfig(StrictModel):
@@ -65,7 +63,7 @@ class EnvConfig(StrictModel):
     """What ranks the frontier by the query: `best` (the better of the abstraction's and the value's
     cosine) or `value` (the value's cosine alone; on LoCoMo's extractive graph the terse keyphrase
     abstractions of neighbouring turns match the question as often as not, docs/learning.md section 20)."""
-    frontier_order: Literal["score", "interleave"] = "score"
+    frontier_order: FrontierOrder = "score"
     """How the frontier's `frontier_limit` items are chosen: `score` (best score first, whatever the link) or
     `interleave` (the best of each link kind in turn, kinds in `frontier_links` order), so entries of one kind
     that match the question's words (`similar`) cannot push out every item of another (`turn`)."""

@@ -22,7 +22,6 @@ from memora_rl.env.deps import Judge, QueryEmbedder, open_existing_store
 from memora_rl.env.info import FrontierInfo, StepInfo
 from memora_rl.env.spaces import UnicodeText
 from memora_rl.errors import ConfigError, GraphError, RolloutError
-from memora_rl.memory.frontier import interleave_by_link
 from memora_rl.memory.records import Episode, FrontierItem, MemoryEntry
 from memora_rl.memory.store import GraphStore
 
@@ -284,20 +283,15 @@ class RetrievalEnv(gym.Env[str, str]):
         ]
 
     def _frontier_items(self, ids: list[str]) -> list[FrontierItem]:
-        """`store.frontier` of the working set; link and score options are passed only when not the defaults.
-
-        `interleave` asks the store for `frontier_limit` items of every link kind and takes them in turn.
-        """
+        """`store.frontier` of the working set; link, score and order options are passed only when not the defaults."""
         limit = self.config.frontier_limit
-        links, score = self.config.frontier_links, self.config.frontier_score
-        if links == ["anchor"] and score == "best":  # every `GraphStore` serves the default
+        links, score, order = self.config.frontier_links, self.config.frontier_score, self.config.frontier_order
+        if links == ["anchor"] and score == "best" and order == "score":  # every `GraphStore` serves the default
             return self.store.frontier(self.graph_id, ids, ids, self._query_vector, limit=limit)
-        interleave = self.config.frontier_order == "interleave" and len(links) > 1
-        items = self.store.frontier(
-            self.graph_id, ids, ids, self._query_vector, limit=limit * len(links) if interleave else limit,
-            links=links, similar_threshold=self.config.similar_threshold, score=score,
+        return self.store.frontier(
+            self.graph_id, ids, ids, self._query_vector, limit=limit,
+            links=links, similar_threshold=self.config.similar_threshold, score=score, order=order,
         )  # fmt: skip
-        return interleave_by_link(items, links, limit) if interleave else items
 
     def _episodes(self) -> list[Episode]:
         """Stored episodes of the working set's entries, first met first (read once per episode, only when shown)."""

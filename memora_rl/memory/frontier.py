@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from memora_rl.memory.graph_cache import GraphCache
-from memora_rl.memory.records import FrontierItem, FrontierLink, FrontierScore
+from memora_rl.memory.records import FrontierItem, FrontierLink, FrontierOrder, FrontierScore
+
+T = TypeVar("T")
 
 AbstractionLookup = Callable[[Sequence[str]], Mapping[str, str]]
 """Abstractions of entries by id (the view keeps vectors, not texts): labels of similar-abstraction links."""
@@ -125,6 +128,7 @@ def frontier_items(
     links: Collection[FrontierLink] = ("anchor",),
     similar_threshold: float = 1.0,
     score: FrontierScore = "best",
+    order: FrontierOrder = "score",
     abstraction_of: AbstractionLookup | None = None,
 ) -> list[FrontierItem]:
     """Entries linked to the working set, minus `excluded_rows`: those sharing an anchor with it first, then the rest.
@@ -139,6 +143,7 @@ def frontier_items(
     An entry reached several ways is labelled by the first of anchor, episode, similar, turn: among
     the anchors that reached it the one closest to the query (a shared one if any), among the episodes
     the closest stored one, among similar entries the most similar, among turn links the first.
+    `order="interleave"` takes the best item of each such label in turn, labels in `links` order.
     """
     if limit <= 0:
         return []
@@ -157,45 +162,55 @@ def frontier_items(
         scores = np.maximum(cache.abstractions.matrix[rows] @ query, scores)
     shared = np.fromiter((not own.isdisjoint(by_anchor.get(int(row), ())) for row in rows), dtype=bool, count=len(rows))
     rank = scores - 3.0 * ~shared  # (n,) cosines lie in [-1, 1], so every shared-anchor entry outranks the rest
-    top = np.argpartition(-rank, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
-    order = sorted(top.tolist(), key=lambda i: (-float(rank[i]), cache.entry_ids[rows[i]]))
+    kinds: list[FrontierLink] = [
+        "anchor" if row in by_anchor else "episode" if row in by_episode else "similar" if row in by_similar else "turn"
+        for row in rows.tolist()
+    ]
+
+    def best_first(indices: Iterable[int]) -> list[int]:
+        return sorted(indices, key=lambda i: (-float(rank[i]), cache.entry_ids[rows[i]]))
+
+    if order == "interleave":
+        chosen = round_robin([best_first(i for i, k in enumerate(kinds) if k == link) for link in links], limit)
+    else:
+        top = np.argpartition(-rank, limit - 1)[:limit] if len(rows) > limit else np.arange(len(rows))
+        chosen = best_first(top.tolist())
     anchor_list = sorted(anchors)
     anchor_scores = dict(zip(anchor_list, (cache.anchors.matrix[anchor_list] @ query).tolist(), strict=True))
-    sources = [source for i in order for source, _ in by_similar.get(int(rows[i]), [])]
-    sources += [source for i in order for source in by_turn.get(int(rows[i]), [])[:1]]
+    sources = [source for i in chosen for source, _ in by_similar.get(int(rows[i]), [])]
+    sources += [source for i in chosen for source in by_turn.get(int(rows[i]), [])[:1]]
     abstractions = abstraction_of([cache.entry_ids[row] for row in set(sources)]) if sources and abstraction_of else {}
     items = []
-    for i in order:
+    for i in chosen:
         row, cosine = int(rows[i]), float(scores[i])
         entry_id = cache.entry_ids[row]
-        if row in by_anchor:
+        if kinds[i] == "anchor":
             reaching = [a for a in by_anchor[row] if a in own] or by_anchor[row]
             anchor = max(reaching, key=lambda a: (anchor_scores[a], -a))
-            link = (cache.anchor_ids[anchor], cache.anchor_texts[anchor], "anchor")
-        elif row in by_episode:
+            link = (cache.anchor_ids[anchor], cache.anchor_texts[anchor])
+        elif kinds[i] == "episode":
             episode_id = max(by_episode[row], key=lambda e: _episode_score(cache, e, query))
-            link = (episode_id, cache.episode_label(episode_id), "episode")
-        elif row in by_similar:
+            link = (episode_id, cache.episode_label(episode_id))
+        elif kinds[i] == "similar":
             source = cache.entry_ids[max(by_similar[row], key=lambda pair: pair[1])[0]]
-            link = (source, abstractions.get(source, source), "similar")
+            link = (source, abstractions.get(source, source))
         else:
             source = cache.entry_ids[by_turn[row][0]]
-            link = (source, abstractions.get(source, source), "turn")
-        items.append(FrontierItem(entry_id=entry_id, anchor_id=link[0], anchor_text=link[1], score=cosine, via=link[2]))
+            link = (source, abstractions.get(source, source))
+        anchor_id, anchor_text = link
+        items.append(
+            FrontierItem(entry_id=entry_id, anchor_id=anchor_id, anchor_text=anchor_text, score=cosine, via=kinds[i])
+        )
     return items
 
 
-def interleave_by_link(items: Sequence[FrontierItem], links: Sequence[FrontierLink], limit: int) -> list[FrontierItem]:
-    """The first `limit` of `items` (best first) taken one link kind at a time, in `links` order.
+def round_robin(groups: Sequence[Sequence[T]], limit: int) -> list[T]:
+    """The first `limit` items taken one group at a time, each group in its own order.
 
-    >>> items = [FrontierItem(entry_id=i, anchor_id="", anchor_text="", score=0.5, via=v) for i, v in
-    ...          [("s1", "similar"), ("s2", "similar"), ("t1", "turn")]]
-    >>> [item.entry_id for item in interleave_by_link(items, ["turn", "similar"], 2)]
-    ['t1', 's1']
+    >>> round_robin([[1, 2, 3], [], [4]], 3)
+    [1, 4, 2]
     """
-    queues = [[item for item in items if item.via == link] for link in links]
-    taken = [item for turn in itertools.zip_longest(*queues) for item in turn if item is not None]
-    return taken[:limit]
+    return [item for turn in itertools.zip_longest(*groups) for item in turn if item is not None][:limit]
 
 
 def _episode_score(cache: GraphCache, episode_id: str, query: np.ndarray) -> float:

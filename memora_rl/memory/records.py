@@ -19,6 +19,10 @@ FrontierScore = Literal["best", "value"]
 """How frontier entries are ranked by the query: the better of the abstraction's and the value's cosine,
 or the value's alone (where abstractions are terse keyphrases that match many questions)."""
 
+FrontierOrder = Literal["score", "interleave"]
+"""How the frontier's first items are chosen: best score first whatever the link, or the best of each link
+kind in turn (so entries of one kind that match the question's words cannot push out every other kind)."""
+
 
 class Episode(BaseModel):
     """A conversation segment (raw text or a narrative) that entries are grouped under."""

@@ -37,6 +37,7 @@ from memora_rl.memory.records import (
     EpisodeHit,
     FrontierItem,
     FrontierLink,
+    FrontierOrder,
     FrontierScore,
     MemoryEntry,
     SearchHit,
@@ -434,6 +435,7 @@ class SQLiteGraphStore:
         links: Sequence[FrontierLink] = ("anchor",),
         similar_threshold: float = 0.85,
         score: FrontierScore = "best",
+        order: FrontierOrder = "score",
     ) -> list[FrontierItem]:
         """Entries linked to `working_set`, minus it and `visited`, best cosine to `query` first.
 
@@ -452,6 +454,8 @@ class SQLiteGraphStore:
             similar_threshold: cosine (-1..1) of a similar-abstraction link.
             score: what ranks the items by `query`: `best` (the better of abstraction and value cosine)
                 or `value` (the value's cosine).
+            order: `score` (the `limit` best items) or `interleave` (the best of each link kind in turn,
+                kinds in `links` order).
         """
         unknown = sorted(set(links) - set(get_args(FrontierLink)))
         if unknown:
@@ -472,6 +476,7 @@ class SQLiteGraphStore:
                 links,
                 similar_threshold,
                 score,
+                order,
                 lambda ids: sql_io.abstractions_by_id(self._db.conn, graph_id, ids),
             )
 

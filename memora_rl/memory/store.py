@@ -16,6 +16,7 @@ from memora_rl.memory.records import (
     EpisodeHit,
     FrontierItem,
     FrontierLink,
+    FrontierOrder,
     FrontierScore,
     MemoryEntry,
     SearchHit,
@@ -188,12 +189,13 @@ class GraphStore(Protocol):
         links: Sequence[FrontierLink] = ("anchor",),
         similar_threshold: float = 0.85,
         score: FrontierScore = "best",
+        order: FrontierOrder = "score",
     ) -> list[FrontierItem]:
         """Entries linked to the working set, minus working set and visited, ranked by query (`score`).
 
         `links` says which links count: a shared cue anchor (the default, alone), a shared episode,
         an abstraction within `similar_threshold` cosine of a working-set entry's, the same speaker's
-        neighbouring turn (`FrontierItem.via`).
+        neighbouring turn (`FrontierItem.via`). `order="interleave"` takes the best of each kind in turn.
         """
         ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -35,6 +36,28 @@ def test_a_turn_link_offers_the_same_speakers_neighbouring_turn_and_says_so(judg
             ), (task.id, entry.source_turn_ids)
             offered += 1
     assert offered >= len(tasks)  # about one a task at least: a conversation's speakers take turns
+
+
+def test_an_interleaved_frontier_takes_the_best_turn_and_similar_link_in_turn(judge: Any) -> None:
+    """`frontier_order=interleave`: the frontier is the score-ordered frontier's turn and similar items,
+    best first within each kind, taken one kind at a time, so similar entries cannot push out every turn."""
+    links = [*SMALL_DATA["synthetic"], *TURN_LINKS, "env.frontier_links=[turn, similar]", "env.similar_threshold=0.5"]
+    by_score, tasks = make_env("synthetic", split="all", overrides=[*links, "env.frontier_limit=200"], judge=judge)
+    mixed, _ = make_env(
+        "synthetic",
+        split="all",
+        overrides=[*links, "env.frontier_order=interleave", "env.frontier_limit=2"],
+        judge=judge,
+    )
+    limit, pushed_out = mixed.config.frontier_limit, 0
+    for task in tasks:
+        full = by_score.reset(options={"task": task})[1]["frontier"]
+        shown = mixed.reset(options={"task": task})[1]["frontier"]
+        turns, similar = ([item["id"] for item in full if item["via"] == kind] for kind in ("turn", "similar"))
+        alternating = [i for pair in itertools.zip_longest(turns, similar) for i in pair if i is not None]
+        assert [item["id"] for item in shown] == alternating[:limit], task.id
+        pushed_out += bool(turns) and all(item["via"] == "similar" for item in full[:limit])
+    assert pushed_out >= 2  # tasks whose score-ordered frontier shows no turn link though one exists
 
 
 @pytest.mark.slow
