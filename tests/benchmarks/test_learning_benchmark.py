@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -381,4 +382,30 @@ def test_a_stopped_evaluation_keeps_the_warm_starts_figures(tmp_path: Path, monk
     assert results[learning.WARM]["evidence_recall"] == 0.5
     assert results[learning.GRPO]["evidence_recall"] == 0.75
     assert learning.evaluate_run(ctx, trained, max_new_tokens=48) == results
-    assert started == ["warm-model", "warm-model"]  # the third call found both cached and started nothing
+    assert started == ["warm-model"] * 3  # one generator a policy played; the third call found both cached
+
+
+def test_merged_policy_decodes_like_base_plus_adapter_and_is_made_once(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """The vllm generator evaluates GRPO's policy merged: the merged folder's logits are the adapter model's."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    adapter = make_random_adapter(tiny_model_dir, tmp_path / "final")
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(adapter)  # as the training run saves it
+    trained = learning.TrainedRun(0, tmp_path, adapter, str(tiny_model_dir), None, False, None)
+    merged = learning.merged_policy(trained)
+    ids = AutoTokenizer.from_pretrained(merged)("Where did Hugo move?", return_tensors="pt").input_ids
+
+    def logits(model: Any) -> Any:
+        with torch.no_grad():
+            return model(ids).logits
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    plain = logits(base)
+    want = logits(PeftModel.from_pretrained(base, str(adapter)))
+    got = logits(AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32))
+    assert torch.allclose(got, want, atol=1e-3) and not torch.allclose(got, plain, atol=1e-2)
+    written = (merged / "model.safetensors").stat().st_mtime_ns
+    assert learning.merged_policy(trained) == merged  # the same adapter is not merged again
+    assert (merged / "model.safetensors").stat().st_mtime_ns == written
