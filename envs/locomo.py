@@ -10,16 +10,19 @@ SPEC = EnvSpec(
     builder="extractive",
     # 10 conversations: 7 train / 1 validation / 2 test.
     split=SplitSpec(method="by_conversation", train=0.7, validation=0.1, test=0.2, seed=0),
-    # The frontier holds the same speaker's neighbouring turns of the working set, ranked by their values:
-    # there the rest of a told story lies, where anchors lead no further than a larger first search
-    # (docs/learning.md, section 20).
+    # The frontier holds the same speaker's neighbouring turns of the working set, where the rest of a told
+    # story lies (anchors led no further than a larger first search), and entries with a similar abstraction
+    # in other sessions, where multi-hop evidence lies; ranked by their values, the best of each kind in turn
+    # so that similar entries, which match the question's words, cannot push out every turn
+    # (docs/learning.md, sections 20 and 23).
     env=EnvConfig(
         budget=8.0,
         expand_cost_per_id=1.0,
         refine_cost=1.0,
         invalid_cost=1.0,
         max_steps=6,
-        frontier_links=["turn"],
+        frontier_links=["turn", "similar"],
         frontier_score="value",
+        frontier_order="interleave",
     ),
 )

@@ -62,21 +62,23 @@ def test_an_interleaved_frontier_takes_the_best_turn_and_similar_link_in_turn(ju
 
 @pytest.mark.slow
 @pytest.mark.locomo
-def test_locomo_expands_along_turn_links_and_finds_evidence_the_first_search_missed(judge: Any) -> None:
+def test_locomo_expands_along_turn_and_similar_links_and_finds_evidence_the_first_search_missed(judge: Any) -> None:
     env = make_small_env("locomo", judge)  # conv-30, every question
-    assert env.config.frontier_links == ["turn"] and env.config.frontier_score == "value"
-    missed = gained = 0
+    assert env.config.frontier_links == ["turn", "similar"] and env.config.frontier_order == "interleave"
+    missed = gained = mixed = 0
     for task in env.tasks[:60]:
         _, info = env.reset(options={"task": task})
         working = {link_label(entry.abstraction) for entry in env.snapshot().working}
         assert info["frontier"], task.id
-        assert {item["via"] for item in info["frontier"]} == {"turn"}
-        assert {item["anchor"] for item in info["frontier"]} <= working  # labelled by the entry they neighbour
+        kinds = [item["via"] for item in info["frontier"]]
+        assert set(kinds) <= {"turn", "similar"} and kinds[0] == "turn", (task.id, kinds)
+        mixed += kinds[1:2] == ["similar"]  # interleaved: the best similar entry second
+        assert {item["anchor"] for item in info["frontier"]} <= working  # labelled by the entry they come from
         ids = [item["id"] for item in info["frontier"][:3]]
         env.step(format_action(ExpandAction(ids=ids)))
         trajectory = env.step('{"action": "stop"}')[-1]["trajectory"]
         if initial_recall(trajectory) < 1.0:
             missed += 1
             gained += evidence_recall(trajectory) > initial_recall(trajectory)
-    assert missed >= 20
+    assert missed >= 20 and mixed >= 20
     assert gained >= 0.15 * missed, f"expanding turn links found missed evidence on {gained} of {missed} tasks"
