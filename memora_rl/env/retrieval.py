@@ -203,6 +203,13 @@ class RetrievalEnv(gym.Env[str, str]):
         """The current observation text in `ansi` mode; None otherwise."""
         return self._observation if self.render_mode == "ansi" else None
 
+    def sibling(self) -> RetrievalEnv:
+        """Another env over the same store, config, tasks, tokenizer and judge (one per concurrent episode).
+
+        Nothing is opened or loaded again, and closing it leaves the store open.
+        """
+        return RetrievalEnv(self.store, self.config, self.tasks, self.tokenizer, self._judge, self._embedder)
+
     def close(self) -> None:
         """Close the store when the env opened it from a path (safe to call twice)."""
         if self._owns_store:

@@ -128,21 +128,16 @@ def _write_split(config: TrainConfig, task_ids: list[str]) -> None:
 def _load_env(config: TrainConfig, tokenizer: Any) -> tuple[Any, list[Any], Any]:
     """The env (with the run's `env_overrides`), its training tasks, and a factory for more env instances.
 
-    The factory makes one env per concurrent episode, each with the same overrides.
+    The factory makes one env per concurrent episode: the env itself first, then its siblings (same store).
     """
     from memora_rl.env.registry import make_env
 
-    def build() -> tuple[Any, list[Any]]:
-        return make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
-
-    env, tasks = build()
+    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
     tasks = list(tasks)[: config.max_tasks] if config.max_tasks else list(tasks)
     pool = [env]
 
     def factory() -> Any:
-        if pool:
-            return pool.pop()
-        return build()[0]
+        return pool.pop() if pool else env.sibling()
 
     return env, tasks, factory
 

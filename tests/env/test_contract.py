@@ -182,3 +182,16 @@ def test_frontier_value_tokens_shows_the_opening_of_each_linked_memory_s_value(j
     plain_env, _ = make_env("synthetic", split="all", overrides=overrides[:-1], judge=judge)
     plain = plain_env.reset(options={"task": task})[0].splitlines()
     assert not any(line.startswith(f"{entry.id} {entry.abstraction}: ") for entry in entries for line in plain)
+
+
+def test_a_sibling_plays_like_its_env_on_the_same_store(make_hand_env: Callable[..., RetrievalEnv]) -> None:
+    """Training makes one env per concurrent episode with `sibling()`: same store object, same walks."""
+    env = make_hand_env()
+    sibling = env.sibling()
+    assert sibling.store is env.store and sibling.tasks == env.tasks and sibling.config == env.config
+    for task in env.tasks:
+        first, info = env.reset(options={"task": task})
+        again, sibling_info = sibling.reset(options={"task": task})
+        assert again == first and sibling_info["working_set_ids"] == info["working_set_ids"]
+    sibling.close()  # a sibling does not own the store
+    assert env.reset(options={"task": env.tasks[0]})[0] == sibling.reset(options={"task": env.tasks[0]})[0]
