@@ -719,6 +719,8 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
     from memora_rl.training.run import latest_checkpoint, run
 
     config = seed_config(args, seed, root)
+    if args.skip_grpo:
+        return train_warm_start(config, seed)
     reused = finished_run(config)
     train_s = None
     if args.share_warm_start and not reused and seed != args.seeds[0]:
@@ -736,6 +738,20 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
     trained = load_config(TrainConfig, config.output_dir / "final" / "train_config.yaml")
     warm = config.output_dir / "warmstart" / "model" if config.warm_start.enabled else None
     return TrainedRun(seed, config.output_dir, config.output_dir / "final", trained.model, warm, reused, train_s)
+
+
+def train_warm_start(config: Any, seed: int) -> TrainedRun:
+    """Stage one only (`--skip-grpo`): train one seed's warm start, or reuse a finished one."""
+    from memora_rl.training.trainer import resolve_device
+    from memora_rl.training.warmstart import DONE_FILE, warm_start
+
+    if not config.warm_start.enabled:
+        raise SystemExit("--skip-grpo evaluates the warm start: set warm_start.enabled=true (hard.yaml does).")
+    reused = (config.output_dir / "warmstart" / "model" / DONE_FILE).is_file()
+    started = time.perf_counter()
+    warm = warm_start(config, resolve_device(config.device))
+    train_s = None if reused else time.perf_counter() - started
+    return TrainedRun(seed, config.output_dir, config.output_dir / "final", str(warm), warm, reused, train_s)
 
 
 def training_summary(trained: TrainedRun) -> dict[str, Any]:
@@ -799,8 +815,10 @@ def merged_policy(trained: TrainedRun) -> Path:
     return target
 
 
-def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> dict[str, dict[str, float]]:
-    """Warm start (GRPO's base, when there is a warm start) and GRPO metrics of one run.
+def evaluate_run(
+    ctx: EvalContext, trained: TrainedRun, max_new_tokens: int, warm_only: bool = False
+) -> dict[str, dict[str, float]]:
+    """Warm start (GRPO's base, when there is a warm start) and GRPO metrics of one run (`warm_only`: no GRPO).
 
     Each policy's figures are cached in its own file in the run folder, so a benchmark stopped during the
     GRPO evaluation keeps the warm start's; a policy's generator starts only when it is not cached. The vllm
@@ -809,7 +827,7 @@ def evaluate_run(ctx: EvalContext, trained: TrainedRun, max_new_tokens: int) -> 
     weights = trained.adapter_dir / "adapter_model.safetensors"
     merged = ctx.generator == "vllm"
     key = eval_key(ctx, max_new_tokens, adapter_mtime=weights.stat().st_mtime if weights.is_file() else None)
-    labels = [GRPO] if trained.warm_start is None else [WARM, GRPO]
+    labels = [GRPO] if trained.warm_start is None else [WARM] if warm_only else [WARM, GRPO]
 
     def play(label: str) -> dict[str, float]:
         model, adapter, name = trained.grpo_base, None, "base"
@@ -885,6 +903,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--no-llm", action="store_true", help="With --skip-train: baselines and oracle only (no model is loaded)."
     )
     parser.add_argument(
+        "--skip-grpo",
+        action="store_true",
+        help="Train and evaluate the warm start only (stage one, needs warm_start.enabled): the supervised policy.",
+    )
+    parser.add_argument(
         "--skip-base", action="store_true", help="Leave out the prompted base (its few-shot chats are the slowest)."
     )
     parser.add_argument("--eval-split", default="test", help="Held-out split of the env.")
@@ -906,6 +929,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.no_llm and not args.skip_train:
         parser.error("--no-llm needs --skip-train (the trained policies are LLMs).")
+    if args.skip_grpo and args.skip_train:
+        parser.error("--skip-grpo trains the warm start; leave out --skip-train.")
     if args.generator is None:
         args.generator = default_generator()
     return args
@@ -977,7 +1002,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
             for seed in args.seeds:
                 trained = train_seed(args, seed, root)
                 training.append(training_summary(trained))
-                for name, metrics in evaluate_run(ctx, trained, max_new_tokens).items():
+                for name, metrics in evaluate_run(ctx, trained, max_new_tokens, args.skip_grpo).items():
                     per_policy.setdefault(name, []).append((seed, metrics))
     order = [BASE, WARM, GRPO, SEMANTIC, HEURISTIC, ORACLE]
     policies = {name: summarize_policy(per_policy[name]) for name in order if name in per_policy}

@@ -409,3 +409,24 @@ def test_merged_policy_decodes_like_base_plus_adapter_and_is_made_once(tiny_mode
     written = (merged / "model.safetensors").stat().st_mtime_ns
     assert learning.merged_policy(trained) == merged  # the same adapter is not merged again
     assert (merged / "model.safetensors").stat().st_mtime_ns == written
+
+
+def test_skip_grpo_plays_the_warm_start_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--skip-grpo` evaluates stage one only: the warm start's generator plays, GRPO's never starts."""
+    started: list[tuple[str, object]] = []
+
+    @contextlib.contextmanager
+    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
+        started.append((model, adapter))
+        yield {"base": "base"}
+
+    monkeypatch.setattr(learning, "policy_generators", generators)
+    monkeypatch.setattr(learning, "play_llm", lambda *args: [_components(0.5, 100.0, expand=1.0, stop=1.0)])
+    ctx = learning.EvalContext(
+        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
+    )
+    trained = learning.TrainedRun(0, tmp_path, tmp_path / "final", "warm-model", tmp_path / "warm", False, None)
+    results = learning.evaluate_run(ctx, trained, max_new_tokens=48, warm_only=True)
+    assert list(results) == [learning.WARM] and started == [("warm-model", None)]
+    with pytest.raises(SystemExit):
+        learning.parse_args(["--skip-grpo", "--skip-train"])
