@@ -97,6 +97,9 @@ MERGED_EVAL_DIR = "final_merged"
 weights merged (docs/learning.md, section 22), so the vllm generator evaluates GRPO's policy from here."""
 MERGED_FROM_FILE = "merged_from"
 """In `MERGED_EVAL_DIR`: the adapter weights' mtime it was merged from (a retrained adapter is merged again)."""
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+WARM_WEIGHTS = "model.safetensors"
+"""The weights files of GRPO's adapter and of the merged warm start, whose stamps key the evaluation caches."""
 GENERATORS = ("vllm", "transformers")
 EVAL_MAX_MODEL_LEN = 4096
 """Context of an evaluation server. synthetic-hard's test episodes stay under 3.8k tokens: first prompt <= 880,
@@ -799,6 +802,11 @@ def eval_key(ctx: EvalContext, max_new_tokens: int, **extra: Any) -> dict[str, A
     }
 
 
+def weights_stamp(path: Path) -> str | None:
+    """A weights file's mtime in ns (None when absent): a cache key that changes when the weights are rewritten."""
+    return str(path.stat().st_mtime_ns) if path.is_file() else None
+
+
 def merged_policy(trained: TrainedRun) -> Path:
     """GRPO's adapter merged into its base in `<run>/final_merged`, with the tokenizer; merged once per adapter."""
     from transformers import AutoTokenizer
@@ -807,7 +815,7 @@ def merged_policy(trained: TrainedRun) -> Path:
 
     target = trained.run_dir / MERGED_EVAL_DIR
     marker = target / MERGED_FROM_FILE
-    stamp = str((trained.adapter_dir / "adapter_model.safetensors").stat().st_mtime_ns)
+    stamp = weights_stamp(trained.adapter_dir / ADAPTER_WEIGHTS)
     if not (marker.is_file() and marker.read_text() == stamp):
         merge_adapter(trained.grpo_base, trained.adapter_dir, target)
         AutoTokenizer.from_pretrained(str(trained.adapter_dir)).save_pretrained(str(target))
@@ -824,9 +832,11 @@ def evaluate_run(
     GRPO evaluation keeps the warm start's; a policy's generator starts only when it is not cached. The vllm
     generator plays GRPO's policy merged (`merged_policy`), the transformers one as base + adapter.
     """
-    weights = trained.adapter_dir / "adapter_model.safetensors"
     merged = ctx.generator == "vllm"
-    key = eval_key(ctx, max_new_tokens, adapter_mtime=weights.stat().st_mtime if weights.is_file() else None)
+    adapter_stamp = weights_stamp(trained.adapter_dir / ADAPTER_WEIGHTS)
+    keys = {GRPO: eval_key(ctx, max_new_tokens, adapter=adapter_stamp, merged=merged)}
+    if trained.warm_start is not None:
+        keys[WARM] = eval_key(ctx, max_new_tokens, warm_start=weights_stamp(trained.warm_start / WARM_WEIGHTS))
     labels = [GRPO] if trained.warm_start is None else [WARM] if warm_only else [WARM, GRPO]
 
     def play(label: str) -> dict[str, float]:
@@ -843,8 +853,7 @@ def evaluate_run(
     results: dict[str, dict[str, float]] = {}
     for label in labels:
         cache = trained.run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
-        label_key = {**key, "merged": merged} if label == GRPO else key
-        results[label] = cached_results(cache, label_key, f"{label} s{trained.seed}", functools.partial(play, label))
+        results[label] = cached_results(cache, keys[label], f"{label} s{trained.seed}", functools.partial(play, label))
     return results
 
 

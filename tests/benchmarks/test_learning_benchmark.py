@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -430,3 +431,41 @@ def test_skip_grpo_plays_the_warm_start_alone(tmp_path: Path, monkeypatch: pytes
     assert list(results) == [learning.WARM] and started == [("warm-model", None)]
     with pytest.raises(SystemExit):
         learning.parse_args(["--skip-grpo", "--skip-train"])
+
+
+def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retraining GRPO replays GRPO alone (the warm start's figures stay cached); a new warm start replays both."""
+    played: list[str] = []
+
+    @contextlib.contextmanager
+    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
+        yield {"base": "base", "adapter": "adapter"}
+
+    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
+        played.append(generator)
+        return [_components(0.5, 100.0, expand=1.0, stop=1.0)]
+
+    monkeypatch.setattr(learning, "policy_generators", generators)
+    monkeypatch.setattr(learning, "play_llm", play)
+    ctx = learning.EvalContext(
+        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
+    )
+    adapter, warm = tmp_path / "final", tmp_path / "warm"
+    for folder, name in ((adapter, learning.ADAPTER_WEIGHTS), (warm, learning.WARM_WEIGHTS)):
+        folder.mkdir()
+        (folder / name).write_bytes(b"v1")
+    trained = learning.TrainedRun(0, tmp_path, adapter, "warm-model", warm, False, None)
+
+    def rewrite(path: Path) -> None:
+        stamp = path.stat().st_mtime_ns + 1_000_000_000
+        path.write_bytes(b"v2")
+        os.utime(path, ns=(stamp, stamp))
+
+    learning.evaluate_run(ctx, trained, max_new_tokens=48)
+    assert played == ["base", "adapter"]
+    rewrite(adapter / learning.ADAPTER_WEIGHTS)
+    learning.evaluate_run(ctx, trained, max_new_tokens=48)
+    assert played == ["base", "adapter", "adapter"]
+    rewrite(warm / learning.WARM_WEIGHTS)
+    learning.evaluate_run(ctx, trained, max_new_tokens=48)
+    assert played == ["base", "adapter", "adapter", "base"]
