@@ -704,12 +704,12 @@ def share_warm_start(first_run: Path, run_dir: Path) -> None:
     Raises:
         SystemExit: the first seed's warm start is not finished (its run must train first).
     """
-    from memora_rl.training.warmstart import DONE_FILE
+    from memora_rl.training.warmstart import warm_start_done, warm_start_model_dir
 
-    source, target = first_run / "warmstart" / "model", run_dir / "warmstart" / "model"
-    if (target / DONE_FILE).is_file():
+    source, target = warm_start_model_dir(first_run), warm_start_model_dir(run_dir)
+    if warm_start_done(run_dir):
         return
-    if not (source / DONE_FILE).is_file():
+    if not warm_start_done(first_run):
         raise SystemExit(f"--share-warm-start: {source} holds no finished warm start; train the first seed first.")
     shutil.copytree(source, target, dirs_exist_ok=True)
     logger.info("sharing the warm start of %s with %s", first_run.name, run_dir.name)
@@ -720,6 +720,7 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
     from memora_rl.config import load_config
     from memora_rl.training.config import TrainConfig
     from memora_rl.training.run import latest_checkpoint, run
+    from memora_rl.training.warmstart import warm_start_model_dir
 
     config = seed_config(args, seed, root)
     if args.skip_grpo:
@@ -739,18 +740,18 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
         train_s = time.perf_counter() - started
         gc.collect()
     trained = load_config(TrainConfig, config.output_dir / "final" / "train_config.yaml")
-    warm = config.output_dir / "warmstart" / "model" if config.warm_start.enabled else None
+    warm = warm_start_model_dir(config.output_dir) if config.warm_start.enabled else None
     return TrainedRun(seed, config.output_dir, config.output_dir / "final", trained.model, warm, reused, train_s)
 
 
 def train_warm_start(config: Any, seed: int) -> TrainedRun:
     """Stage one only (`--skip-grpo`): train one seed's warm start, or reuse a finished one."""
     from memora_rl.training.trainer import resolve_device
-    from memora_rl.training.warmstart import DONE_FILE, warm_start
+    from memora_rl.training.warmstart import warm_start, warm_start_done
 
     if not config.warm_start.enabled:
         raise SystemExit("--skip-grpo evaluates the warm start: set warm_start.enabled=true (hard.yaml does).")
-    reused = (config.output_dir / "warmstart" / "model" / DONE_FILE).is_file()
+    reused = warm_start_done(config.output_dir)
     started = time.perf_counter()
     warm = warm_start(config, resolve_device(config.device))
     train_s = None if reused else time.perf_counter() - started
@@ -833,11 +834,13 @@ def evaluate_run(
     generator plays GRPO's policy merged (`merged_policy`), the transformers one as base + adapter.
     """
     merged = ctx.generator == "vllm"
-    adapter_stamp = weights_stamp(trained.adapter_dir / ADAPTER_WEIGHTS)
-    keys = {GRPO: eval_key(ctx, max_new_tokens, adapter=adapter_stamp, merged=merged)}
-    if trained.warm_start is not None:
-        keys[WARM] = eval_key(ctx, max_new_tokens, warm_start=weights_stamp(trained.warm_start / WARM_WEIGHTS))
     labels = [GRPO] if trained.warm_start is None else [WARM] if warm_only else [WARM, GRPO]
+
+    def key(label: str) -> dict[str, Any]:
+        if label == WARM:  # each policy's figures follow its own weights
+            return eval_key(ctx, max_new_tokens, warm_start=weights_stamp(trained.warm_start / WARM_WEIGHTS))
+        adapter = weights_stamp(trained.adapter_dir / ADAPTER_WEIGHTS)
+        return eval_key(ctx, max_new_tokens, adapter=adapter, merged=merged)
 
     def play(label: str) -> dict[str, float]:
         if label == WARM:
@@ -853,7 +856,7 @@ def evaluate_run(
     results: dict[str, dict[str, float]] = {}
     for label in labels:
         cache = trained.run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
-        results[label] = cached_results(cache, keys[label], f"{label} s{trained.seed}", functools.partial(play, label))
+        results[label] = cached_results(cache, key(label), f"{label} s{trained.seed}", functools.partial(play, label))
     return results
 
 

@@ -159,11 +159,21 @@ def last_checkpoint(folder: Path) -> Path | None:
     return max(steps)[1] if steps else None
 
 
+def warm_start_model_dir(run_dir: Path) -> Path:
+    """A run's merged warm-start model folder (`<run>/warmstart/model`)."""
+    return run_dir / "warmstart" / "model"
+
+
+def warm_start_done(run_dir: Path) -> bool:
+    """True when `run_dir` holds a finished warm start (its record is written after the merged model)."""
+    return (warm_start_model_dir(run_dir) / DONE_FILE).is_file()
+
+
 def warm_start(config: Any, device: str) -> Path:
     """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
-    out = config.output_dir / "warmstart"
-    model_dir = out / "model"
-    if (model_dir / DONE_FILE).is_file():
+    model_dir = warm_start_model_dir(config.output_dir)
+    trainer_dir = model_dir.parent / "trainer"  # SFT checkpoints, beside the merged model
+    if warm_start_done(config.output_dir):
         logger.info("warm start already done: %s", model_dir)
         return model_dir
     from datasets import Dataset
@@ -194,7 +204,7 @@ def warm_start(config: Any, device: str) -> Path:
     summary = episode_summary(episodes)
     logger.info("warm start: %d oracle episodes of %d tasks, mean components %s", len(episodes), len(tasks), summary)
     args = SFTConfig(
-        output_dir=str(out / "trainer"),
+        output_dir=str(trainer_dir),
         num_train_epochs=settings.epochs,
         per_device_train_batch_size=1,
         gradient_accumulation_steps=settings.gradient_accumulation,
@@ -217,7 +227,7 @@ def warm_start(config: Any, device: str) -> Path:
         processing_class=tokenizer,
         peft_config=lora,
     )
-    resume = last_checkpoint(out / "trainer")
+    resume = last_checkpoint(trainer_dir)
     if resume is not None:
         logger.info("warm start: resuming from %s", resume)
     result = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
