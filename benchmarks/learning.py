@@ -106,8 +106,11 @@ EVAL_MAX_MODEL_LEN = 4096
 completion limit 5 x (40 + 512 + 32) = 2920 (an env with longer prompts or horizons needs more: vLLM refuses longer)."""
 EVAL_TIMEOUT_S = 600.0
 """Seconds one completions request (`--eval-batch` prompts) may take on a busy CPU."""
-CONFIG_KEYS_IGNORED = ("model", "resume", "backend", "server", "logging", "save_steps", "save_total_limit")
-"""Keys that may differ between a reused finished run and the requested config (they do not change what it learned)."""
+CONFIG_KEYS_IGNORED = (
+    "model", "output_root", "resume", "backend", "server", "logging", "save_steps", "save_total_limit"
+)  # fmt: skip
+"""Keys that may differ between a reused finished run and the requested config (they do not change what it learned;
+a run folder copied to another `--runs-dir` is the same run)."""
 
 
 CATEGORY_PREFIX = "recall/"
@@ -701,6 +704,9 @@ def finished_run(config: Any) -> bool:
 def share_warm_start(first_run: Path, run_dir: Path) -> None:
     """Copy the first seed's finished warm start into `run_dir`, so this seed's GRPO starts from the same policy.
 
+    Its evaluation is copied with it: the same weights on the same tasks need not be played again (~20 minutes
+    on LoCoMo here); the cache key still checks the weights' stamp.
+
     Raises:
         SystemExit: the first seed's warm start is not finished (its run must train first).
     """
@@ -711,7 +717,10 @@ def share_warm_start(first_run: Path, run_dir: Path) -> None:
         return
     if not warm_start_done(first_run):
         raise SystemExit(f"--share-warm-start: {source} holds no finished warm start; train the first seed first.")
-    shutil.copytree(source, target, dirs_exist_ok=True)
+    shutil.copytree(source, target, dirs_exist_ok=True)  # copy2 keeps the weights' mtime, so the cache below holds
+    evaluated = eval_cache(first_run, WARM)
+    if evaluated.is_file() and not eval_cache(run_dir, WARM).is_file():
+        shutil.copy2(evaluated, eval_cache(run_dir, WARM))
     logger.info("sharing the warm start of %s with %s", first_run.name, run_dir.name)
 
 
@@ -741,7 +750,8 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
         gc.collect()
     trained = load_config(TrainConfig, config.output_dir / "final" / "train_config.yaml")
     warm = warm_start_model_dir(config.output_dir) if config.warm_start.enabled else None
-    return TrainedRun(seed, config.output_dir, config.output_dir / "final", trained.model, warm, reused, train_s)
+    grpo_base = str(warm) if warm is not None else trained.model  # the run's own copy, wherever the folder now is
+    return TrainedRun(seed, config.output_dir, config.output_dir / "final", grpo_base, warm, reused, train_s)
 
 
 def train_warm_start(config: Any, seed: int) -> TrainedRun:
@@ -788,6 +798,11 @@ def cached_results(cache: Path | None, key: Mapping[str, Any], label: str, compu
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"key": key, "results": results}, indent=1))
     return results
+
+
+def eval_cache(run_dir: Path, label: str) -> Path:
+    """Where the evaluation of one of a run's policies (`WARM` or `GRPO`) is cached."""
+    return run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
 
 
 def eval_key(ctx: EvalContext, max_new_tokens: int, **extra: Any) -> dict[str, Any]:
@@ -855,7 +870,7 @@ def evaluate_run(
 
     results: dict[str, dict[str, float]] = {}
     for label in labels:
-        cache = trained.run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
+        cache = eval_cache(trained.run_dir, label)
         results[label] = cached_results(cache, key(label), f"{label} s{trained.seed}", functools.partial(play, label))
     return results
 

@@ -253,6 +253,64 @@ def test_share_warm_start_copies_the_first_seeds_finished_warm_start(tmp_path):
     assert (copied / "model.safetensors").read_bytes() == b"weights"
 
 
+def test_a_shared_warm_start_brings_its_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second seed plays only its GRPO policy: the shared warm start's figures come from the first seed's cache."""
+    from memora_rl.training.warmstart import DONE_FILE
+
+    played: list[str] = []
+
+    @contextlib.contextmanager
+    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
+        yield {"base": f"base {model}", "adapter": f"adapter {model}"}
+
+    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
+        played.append(label)
+        return [_components(0.5, 100.0, expand=1.0, stop=1.0)]
+
+    monkeypatch.setattr(learning, "policy_generators", generators)
+    monkeypatch.setattr(learning, "play_llm", play)
+    ctx = learning.EvalContext(
+        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
+    )
+    runs = [tmp_path / f"hard-s{seed}" for seed in (0, 1)]
+    first_warm = runs[0] / "warmstart" / "model"
+    first_warm.mkdir(parents=True)
+    (first_warm / learning.WARM_WEIGHTS).write_bytes(b"warm")
+    (first_warm / DONE_FILE).write_text("{}")
+
+    def trained(seed: int) -> learning.TrainedRun:
+        adapter = runs[seed] / "final"
+        adapter.mkdir(parents=True, exist_ok=True)
+        (adapter / learning.ADAPTER_WEIGHTS).write_bytes(f"adapter {seed}".encode())
+        warm = runs[seed] / "warmstart" / "model"
+        return learning.TrainedRun(seed, runs[seed], adapter, str(warm), warm, False, None)
+
+    learning.evaluate_run(ctx, trained(0), max_new_tokens=48)
+    assert played == ["warm start s0", "GRPO s0"]
+    learning.share_warm_start(runs[0], runs[1])
+    second = learning.evaluate_run(ctx, trained(1), max_new_tokens=48)
+    assert played == ["warm start s0", "GRPO s0", "GRPO s1"]
+    assert learning.eval_cache(runs[1], learning.WARM).is_file() and set(second) == {learning.WARM, learning.GRPO}
+
+
+def test_a_finished_run_copied_to_another_runs_dir_is_reused(tmp_path: Path) -> None:
+    """The output root is where a run lives, not what it learned; any other changed setting still refuses reuse."""
+    from memora_rl.config import dump_config
+
+    args = learning.parse_args(
+        ["--config", str(BENCHMARKS.parent / "configs" / "grpo" / "hard.yaml"), "--runs-dir", str(tmp_path / "old")]
+    )
+    old = learning.seed_config(args, 0, tmp_path / "old")
+    moved = learning.seed_config(args, 0, tmp_path / "new")
+    assert not learning.finished_run(moved)
+    (moved.output_dir / "final").mkdir(parents=True)
+    dump_config(old, moved.output_dir / "final" / "train_config.yaml")
+    assert learning.finished_run(moved)
+    dump_config(old.model_copy(update={"seed": 7}), moved.output_dir / "final" / "train_config.yaml")
+    with pytest.raises(SystemExit, match="other settings \\(seed\\)"):
+        learning.finished_run(moved)
+
+
 def test_generator_defaults_to_vllm_when_installed(monkeypatch):
     assert learning.parse_args(["--generator", "transformers"]).generator == "transformers"
     monkeypatch.setattr(learning.importlib.util, "find_spec", lambda name: object() if name == "vllm" else None)
