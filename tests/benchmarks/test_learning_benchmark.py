@@ -22,7 +22,10 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import learning  # noqa: E402
+import learning_report  # noqa: E402
+import learning_runs  # noqa: E402
 from learning_curve import interpolate_at  # noqa: E402
+from learning_report import BASE, GRPO, HEURISTIC, ORACLE, SEMANTIC, WARM  # noqa: E402
 
 TINY_MODEL = "smollm2-135m-instruct"
 
@@ -38,12 +41,12 @@ def _components(recall: float, tokens: float, **counts: float) -> dict[str, floa
         "valid_action_rate": 1.0,
         "total": recall,
     }
-    row.update({f"actions_{kind}": counts.get(kind, 0.0) for kind in learning.ACTION_KINDS})
+    row.update({f"actions_{kind}": counts.get(kind, 0.0) for kind in learning_report.ACTION_KINDS})
     return row
 
 
 def test_action_mix_pools_counts_over_episodes():
-    mix = learning.action_mix(
+    mix = learning_report.action_mix(
         [_components(1.0, 10, expand=2, stop=1), _components(0.5, 10, invalid=3, forced=1, refine=1)]
     )
     assert mix == pytest.approx({"expand": 0.25, "refine": 0.125, "stop": 0.125, "invalid": 0.375, "forced": 0.125})
@@ -51,11 +54,11 @@ def test_action_mix_pools_counts_over_episodes():
 
 
 def test_action_mix_without_actions_is_all_zero():
-    assert learning.action_mix([{}, {"actions_stop": 0.0}]) == dict.fromkeys(learning.ACTION_KINDS, 0.0)
+    assert learning_report.action_mix([{}, {"actions_stop": 0.0}]) == dict.fromkeys(learning_report.ACTION_KINDS, 0.0)
 
 
 def test_policy_metrics_are_episode_means_with_the_mix():
-    metrics = learning.policy_metrics([_components(1.0, 100, expand=1, stop=1), _components(0.5, 50, stop=1)])
+    metrics = learning_report.policy_metrics([_components(1.0, 100, expand=1, stop=1), _components(0.5, 50, stop=1)])
     assert metrics["evidence_recall"] == pytest.approx(0.75)
     assert metrics["recall_gain"] == pytest.approx(0.5)
     assert metrics["context_tokens"] == pytest.approx(75.0)
@@ -63,27 +66,27 @@ def test_policy_metrics_are_episode_means_with_the_mix():
     assert metrics["mix_stop"] == pytest.approx(2 / 3) and metrics["mix_expand"] == pytest.approx(1 / 3)
     assert metrics["episodes"] == 2
     with pytest.raises(ValueError):
-        learning.policy_metrics([])
+        learning_report.policy_metrics([])
 
 
 def test_aggregate_seeds_mean_and_sample_std():
-    aggregated = learning.aggregate_seeds([{"r": 0.2, "t": 10.0}, {"r": 0.4, "t": 10.0}, {"r": 0.6, "t": 10.0}])
+    aggregated = learning_report.aggregate_seeds([{"r": 0.2, "t": 10.0}, {"r": 0.4, "t": 10.0}, {"r": 0.6, "t": 10.0}])
     assert aggregated["r"]["mean"] == pytest.approx(0.4)
     assert aggregated["r"]["std"] == pytest.approx(0.2)  # sample std (n - 1)
     assert aggregated["t"] == {"mean": 10.0, "std": 0.0}
-    assert learning.aggregate_seeds([{"r": 0.3}])["r"] == {"mean": 0.3, "std": None}  # one seed: no spread
+    assert learning_report.aggregate_seeds([{"r": 0.3}])["r"] == {"mean": 0.3, "std": None}  # one seed: no spread
 
 
 def test_paired_gain_uses_the_spread_of_per_seed_gains():
-    gain = learning.paired_gain([0.5, 0.7, 0.6], [0.4, 0.5, 0.5])
+    gain = learning_report.paired_gain([0.5, 0.7, 0.6], [0.4, 0.5, 0.5])
     assert gain["gain"] == pytest.approx((0.1 + 0.2 + 0.1) / 3)
     assert gain["gain_std"] == pytest.approx(math.sqrt(((0.1 - 0.4 / 3) ** 2 * 2 + (0.2 - 0.4 / 3) ** 2) / 2))
     assert gain["ratio"] == pytest.approx(gain["gain"] / gain["gain_std"])
     assert gain["after"] == pytest.approx(0.6) and gain["before"] == pytest.approx(1.4 / 3)
-    assert learning.paired_gain([0.5], [0.4])["ratio"] is None  # one seed: no spread, no ratio
-    assert learning.paired_gain([0.5, 0.6], [0.4, 0.5])["ratio"] is None  # zero spread
+    assert learning_report.paired_gain([0.5], [0.4])["ratio"] is None  # one seed: no spread, no ratio
+    assert learning_report.paired_gain([0.5, 0.6], [0.4, 0.5])["ratio"] is None  # zero spread
     with pytest.raises(ValueError):
-        learning.paired_gain([0.5], [0.4, 0.5])
+        learning_report.paired_gain([0.5], [0.4, 0.5])
 
 
 def test_interpolate_at_reads_between_points_and_clamps_outside():
@@ -111,7 +114,7 @@ def test_equal_token_rows_give_each_policy_its_margin_over_each_curve():
             {"context_tokens": 400.0, "evidence_recall": 1.0},
         ],
     }
-    rows = learning.equal_token_rows({"GRPO": {"context_tokens": 200.0, "evidence_recall": 0.7}}, curves)
+    rows = learning_report.equal_token_rows({"GRPO": {"context_tokens": 200.0, "evidence_recall": 0.7}}, curves)
     assert rows["GRPO"]["semantic"] == {"recall": pytest.approx(0.6), "margin": pytest.approx(0.1), "in_range": True,
                                         "categories": {}}  # fmt: skip
     assert rows["GRPO"]["heuristic"] == {"recall": 0.9, "margin": pytest.approx(-0.2), "in_range": False,
@@ -123,35 +126,35 @@ def test_each_category_is_read_on_its_own_curve_at_its_own_tokens():
 
     def metrics(recalls: list[float], tokens: list[float]) -> dict[str, float]:
         episodes = [_components(r, t, stop=1) for r, t in zip(recalls, tokens, strict=True)]
-        return learning.policy_metrics(episodes, categories)
+        return learning_report.policy_metrics(episodes, categories)
 
     policy = metrics([0.5, 0.7, 1.0], [150.0, 250.0, 100.0])  # multi-hop: 0.6 at 200 tokens; single-hop: 1.0 at 100
     assert (policy["tokens/multi-hop"], policy["recall/single-hop"]) == (200.0, 1.0)
     curve = [learning._point(metrics([0.2, 0.2, 0.8], [100.0, 100.0, 50.0])),
              learning._point(metrics([0.6, 0.6, 0.9], [300.0, 300.0, 150.0]))]  # fmt: skip
-    rows = learning.equal_token_rows({"GRPO": policy}, {"semantic": curve})
+    rows = learning_report.equal_token_rows({"GRPO": policy}, {"semantic": curve})
     by_category = rows["GRPO"]["semantic"]["categories"]
     assert by_category["multi-hop"] == {"recall": pytest.approx(0.4), "margin": pytest.approx(0.2), "in_range": True}
     assert by_category["single-hop"] == {"recall": pytest.approx(0.85), "margin": pytest.approx(0.15),
                                          "in_range": True}  # fmt: skip
-    table = "\n".join(learning.category_margin_table(rows, ["semantic"]))
+    table = "\n".join(learning_report.category_margin_table(rows, ["semantic"]))
     assert "| policy | multi-hop: recall - semantic | single-hop: recall - semantic |" in table
     assert "| GRPO | +0.200 | +0.150 |" in table
 
 
 def _report() -> dict:
     """A small report as build_report makes it: base, warm start and GRPO over two seeds, two baselines."""
-    base = learning.policy_metrics([_components(0.3, 80, invalid=2, forced=1)])
+    base = learning_report.policy_metrics([_components(0.3, 80, invalid=2, forced=1)])
     per_seed = {
-        learning.WARM: [(0, learning.policy_metrics([_components(0.5, 120, expand=1, stop=1)])),
-                        (1, learning.policy_metrics([_components(0.55, 125, expand=1, stop=1)]))],
-        learning.GRPO: [(0, learning.policy_metrics([_components(0.7, 140, expand=2, stop=1)])),
-                        (1, learning.policy_metrics([_components(0.8, 150, expand=2, stop=1)]))],
+        WARM: [(0, learning_report.policy_metrics([_components(0.5, 120, expand=1, stop=1)])),
+                        (1, learning_report.policy_metrics([_components(0.55, 125, expand=1, stop=1)]))],
+        GRPO: [(0, learning_report.policy_metrics([_components(0.7, 140, expand=2, stop=1)])),
+                        (1, learning_report.policy_metrics([_components(0.8, 150, expand=2, stop=1)]))],
     }  # fmt: skip
-    policies = {learning.BASE: learning.summarize_policy([(None, base)])}
-    policies.update({name: learning.summarize_policy(rows) for name, rows in per_seed.items()})
-    policies[learning.SEMANTIC] = learning.summarize_policy(
-        [(None, learning.policy_metrics([_components(0.25, 60, stop=1)]))]
+    policies = {BASE: learning_report.summarize_policy([(None, base)])}
+    policies.update({name: learning_report.summarize_policy(rows) for name, rows in per_seed.items()})
+    policies[SEMANTIC] = learning_report.summarize_policy(
+        [(None, learning_report.policy_metrics([_components(0.25, 60, stop=1)]))]
     )
     curves = {
         "semantic": [{"setting": "k=1", "context_tokens": 20.0, "evidence_recall": 0.1},
@@ -160,14 +163,14 @@ def _report() -> dict:
                       {"setting": "b=6", "context_tokens": 160.0, "evidence_recall": 0.5}],
     }  # fmt: skip
     metrics = {
-        metric: learning.paired_gain(
-            [row[metric] for row in policies[learning.GRPO]["per_seed"]],
-            [row[metric] for row in policies[learning.WARM]["per_seed"]],
+        metric: learning_report.paired_gain(
+            [row[metric] for row in policies[GRPO]["per_seed"]],
+            [row[metric] for row in policies[WARM]["per_seed"]],
         )
-        for metric in learning.METRICS
+        for metric in learning_report.METRICS
     }
     return {
-        "command": learning.command_line(["benchmarks/learning.py", "--seeds", "0", "1"]),
+        "command": learning_report.command_line(["benchmarks/learning.py", "--seeds", "0", "1"]),
         "env": "synthetic-hard",
         "split": "test",
         "tasks": 1,
@@ -178,8 +181,8 @@ def _report() -> dict:
         "seeds": [0, 1],
         "policies": policies,
         "curves": curves,
-        "equal_tokens": learning.equal_token_rows({n: p["mean"] for n, p in policies.items()}, curves),
-        "grpo_gain": {"start": learning.WARM, "metrics": metrics},
+        "equal_tokens": learning_report.equal_token_rows({n: p["mean"] for n, p in policies.items()}, curves),
+        "grpo_gain": {"start": WARM, "metrics": metrics},
         "generator": "vllm",
         "timings": [{"step": "start smollm2-135m-instruct", "generator": "vllm", "s": 41.2},
                     {"step": "play prompted base", "generator": "vllm", "s": 12.6}],
@@ -190,14 +193,14 @@ def _report() -> dict:
 
 def test_summarize_policy_keeps_seed_independent_policies_without_spread():
     report = _report()
-    assert report["policies"][learning.BASE]["seeds"] == [] and report["policies"][learning.BASE]["std"] is None
-    grpo = report["policies"][learning.GRPO]
+    assert report["policies"][BASE]["seeds"] == [] and report["policies"][BASE]["std"] is None
+    grpo = report["policies"][GRPO]
     assert grpo["seeds"] == [0, 1] and grpo["mean"]["evidence_recall"] == pytest.approx(0.75)
     assert grpo["std"]["evidence_recall"] == pytest.approx(math.sqrt(0.005))
 
 
 def test_markdown_report_holds_every_table():
-    text = learning.markdown_report(_report())
+    text = learning_report.markdown_report(_report())
     assert text.startswith("`python benchmarks/learning.py --seeds 0 1`")
     assert "| GRPO | [0, 1] | 0.750 ± 0.071 | 0.500 ± 0.071 | 145.0 ± 7.1 |" in text
     assert "| prompted base | - | 0.300 | 0.050 | 80.0 |" in text
@@ -217,7 +220,7 @@ def test_markdown_report_holds_every_table():
 
 def test_write_outputs_writes_json_markdown_and_png(tmp_path):
     report = _report()
-    markdown = learning.write_outputs(report, tmp_path / "out")
+    markdown = learning_report.write_outputs(report, tmp_path / "out")
     assert (tmp_path / "out" / "learning.md").read_text() == markdown
     assert json.loads((tmp_path / "out" / "learning.json").read_text())["policies"].keys() == report["policies"].keys()
     assert (tmp_path / "out" / "recall_vs_tokens.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -228,7 +231,7 @@ def test_seed_config_applies_the_benchmark_overrides(tmp_path):
         ["--config", str(BENCHMARKS.parent / "configs" / "grpo" / "hard.yaml"), "--steps", "3", "--warm-max-tasks", "5",
          "--runs-dir", str(tmp_path), "--backend", "transformers", "grpo.beta=0.1"]
     )  # fmt: skip
-    config = learning.seed_config(args, 2, tmp_path)
+    config = learning_runs.seed_config(args, 2, tmp_path)
     assert (config.seed, config.run_name, config.output_root) == (2, "hard-s2", tmp_path)
     assert (config.grpo.max_steps, config.warm_start.max_tasks, config.grpo.beta) == (3, 5, 0.1)
     assert config.backend == "transformers" and config.logging.wandb == "disabled"
@@ -240,16 +243,16 @@ def test_share_warm_start_copies_the_first_seeds_finished_warm_start(tmp_path):
 
     first, other = tmp_path / "hard-s0", tmp_path / "hard-s1"
     with pytest.raises(SystemExit, match="no finished warm start"):
-        learning.share_warm_start(first, other)
+        learning_runs.share_warm_start(first, other)
     model = first / "warmstart" / "model"
     model.mkdir(parents=True)
     (model / "model.safetensors").write_bytes(b"weights")
     (model / DONE_FILE).write_text("{}")
-    learning.share_warm_start(first, other)
+    learning_runs.share_warm_start(first, other)
     copied = other / "warmstart" / "model"
     assert (copied / "model.safetensors").read_bytes() == b"weights" and (copied / DONE_FILE).is_file()
     (model / "model.safetensors").write_bytes(b"retrained")
-    learning.share_warm_start(first, other)  # a finished copy is kept as it is
+    learning_runs.share_warm_start(first, other)  # a finished copy is kept as it is
     assert (copied / "model.safetensors").read_bytes() == b"weights"
 
 
@@ -275,22 +278,22 @@ def test_a_shared_warm_start_brings_its_evaluation(tmp_path: Path, monkeypatch: 
     runs = [tmp_path / f"hard-s{seed}" for seed in (0, 1)]
     first_warm = runs[0] / "warmstart" / "model"
     first_warm.mkdir(parents=True)
-    (first_warm / learning.WARM_WEIGHTS).write_bytes(b"warm")
+    (first_warm / learning_runs.WARM_WEIGHTS).write_bytes(b"warm")
     (first_warm / DONE_FILE).write_text("{}")
 
-    def trained(seed: int) -> learning.TrainedRun:
+    def trained(seed: int) -> learning_runs.TrainedRun:
         adapter = runs[seed] / "final"
         adapter.mkdir(parents=True, exist_ok=True)
-        (adapter / learning.ADAPTER_WEIGHTS).write_bytes(f"adapter {seed}".encode())
+        (adapter / learning_runs.ADAPTER_WEIGHTS).write_bytes(f"adapter {seed}".encode())
         warm = runs[seed] / "warmstart" / "model"
-        return learning.TrainedRun(seed, runs[seed], adapter, str(warm), warm, False, None)
+        return learning_runs.TrainedRun(seed, runs[seed], adapter, str(warm), warm, False, None)
 
     learning.evaluate_run(ctx, trained(0), max_new_tokens=48)
     assert played == ["warm start s0", "GRPO s0"]
-    learning.share_warm_start(runs[0], runs[1])
+    learning_runs.share_warm_start(runs[0], runs[1])
     second = learning.evaluate_run(ctx, trained(1), max_new_tokens=48)
     assert played == ["warm start s0", "GRPO s0", "GRPO s1"]
-    assert learning.eval_cache(runs[1], learning.WARM).is_file() and set(second) == {learning.WARM, learning.GRPO}
+    assert learning_runs.eval_cache(runs[1], WARM).is_file() and set(second) == {WARM, GRPO}
 
 
 def test_a_finished_run_copied_to_another_runs_dir_is_reused(tmp_path: Path) -> None:
@@ -300,15 +303,15 @@ def test_a_finished_run_copied_to_another_runs_dir_is_reused(tmp_path: Path) -> 
     args = learning.parse_args(
         ["--config", str(BENCHMARKS.parent / "configs" / "grpo" / "hard.yaml"), "--runs-dir", str(tmp_path / "old")]
     )
-    old = learning.seed_config(args, 0, tmp_path / "old")
-    moved = learning.seed_config(args, 0, tmp_path / "new")
-    assert not learning.finished_run(moved)
+    old = learning_runs.seed_config(args, 0, tmp_path / "old")
+    moved = learning_runs.seed_config(args, 0, tmp_path / "new")
+    assert not learning_runs.finished_run(moved)
     (moved.output_dir / "final").mkdir(parents=True)
     dump_config(old, moved.output_dir / "final" / "train_config.yaml")
-    assert learning.finished_run(moved)
+    assert learning_runs.finished_run(moved)
     dump_config(old.model_copy(update={"seed": 7}), moved.output_dir / "final" / "train_config.yaml")
     with pytest.raises(SystemExit, match="other settings \\(seed\\)"):
-        learning.finished_run(moved)
+        learning_runs.finished_run(moved)
 
 
 def test_generator_defaults_to_vllm_when_installed(monkeypatch):
@@ -392,17 +395,13 @@ def test_learning_benchmark_skip_train_smoke(tmp_path):
     report = json.loads((out / "learning.json").read_text())
     assert (out / "recall_vs_tokens.png").stat().st_size > 0 and (out / "learning.md").is_file()
     policies = report["policies"]
-    assert set(policies) == {learning.BASE, learning.SEMANTIC, learning.HEURISTIC, learning.ORACLE}
+    assert set(policies) == {BASE, SEMANTIC, HEURISTIC, ORACLE}
     assert report["tasks"] == 3 and all(p["mean"]["episodes"] == 3 for p in policies.values())
-    assert (
-        policies[learning.ORACLE]["mean"]["evidence_recall"] >= policies[learning.SEMANTIC]["mean"]["evidence_recall"]
-    )
-    assert policies[learning.SEMANTIC]["mean"]["mix_stop"] == 1.0
-    assert [p["setting"] for p in report["curves"][learning.SEMANTIC]] == ["k=1", "k=3"]
+    assert policies[ORACLE]["mean"]["evidence_recall"] >= policies[SEMANTIC]["mean"]["evidence_recall"]
+    assert policies[SEMANTIC]["mean"]["mix_stop"] == 1.0
+    assert [p["setting"] for p in report["curves"][SEMANTIC]] == ["k=1", "k=3"]
     assert "grpo_gain" not in report and report["training"] == []
-    assert report["generator"] == "transformers" and [row["step"] for row in report["timings"]][1:] == [
-        f"play {learning.BASE}"
-    ]
+    assert report["generator"] == "transformers" and [row["step"] for row in report["timings"]][1:] == [f"play {BASE}"]
     print(f"learning.py --skip-train smoke: {elapsed:.0f} s")
 
 
@@ -429,7 +428,7 @@ def test_a_stopped_evaluation_keeps_the_warm_starts_figures(tmp_path: Path, monk
         env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
     )
     (tmp_path / "adapter").mkdir()
-    trained = learning.TrainedRun(0, tmp_path, tmp_path / "adapter", "warm-model", tmp_path / "warm", False, None)
+    trained = learning_runs.TrainedRun(0, tmp_path, tmp_path / "adapter", "warm-model", tmp_path / "warm", False, None)
 
     fail_grpo = True
     with pytest.raises(KeyboardInterrupt):
@@ -438,8 +437,8 @@ def test_a_stopped_evaluation_keeps_the_warm_starts_figures(tmp_path: Path, monk
     fail_grpo = False
     results = learning.evaluate_run(ctx, trained, max_new_tokens=48)
     assert played == ["base", "adapter", "adapter"]  # the warm start came from its cache
-    assert results[learning.WARM]["evidence_recall"] == 0.5
-    assert results[learning.GRPO]["evidence_recall"] == 0.75
+    assert results[WARM]["evidence_recall"] == 0.5
+    assert results[GRPO]["evidence_recall"] == 0.75
     assert learning.evaluate_run(ctx, trained, max_new_tokens=48) == results
     assert started == ["warm-model"] * 3  # one generator a policy played; the third call found both cached
 
@@ -452,8 +451,8 @@ def test_merged_policy_decodes_like_base_plus_adapter_and_is_made_once(tiny_mode
 
     adapter = make_random_adapter(tiny_model_dir, tmp_path / "final")
     AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(adapter)  # as the training run saves it
-    trained = learning.TrainedRun(0, tmp_path, adapter, str(tiny_model_dir), None, False, None)
-    merged = learning.merged_policy(trained)
+    trained = learning_runs.TrainedRun(0, tmp_path, adapter, str(tiny_model_dir), None, False, None)
+    merged = learning_runs.merged_policy(trained)
     ids = AutoTokenizer.from_pretrained(merged)("Where did Hugo move?", return_tensors="pt").input_ids
 
     def logits(model: Any) -> Any:
@@ -466,7 +465,7 @@ def test_merged_policy_decodes_like_base_plus_adapter_and_is_made_once(tiny_mode
     got = logits(AutoModelForCausalLM.from_pretrained(merged, dtype=torch.float32))
     assert torch.allclose(got, want, atol=1e-3) and not torch.allclose(got, plain, atol=1e-2)
     written = (merged / "model.safetensors").stat().st_mtime_ns
-    assert learning.merged_policy(trained) == merged  # the same adapter is not merged again
+    assert learning_runs.merged_policy(trained) == merged  # the same adapter is not merged again
     assert (merged / "model.safetensors").stat().st_mtime_ns == written
 
 
@@ -484,9 +483,9 @@ def test_skip_grpo_plays_the_warm_start_alone(tmp_path: Path, monkeypatch: pytes
     ctx = learning.EvalContext(
         env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
     )
-    trained = learning.TrainedRun(0, tmp_path, tmp_path / "final", "warm-model", tmp_path / "warm", False, None)
+    trained = learning_runs.TrainedRun(0, tmp_path, tmp_path / "final", "warm-model", tmp_path / "warm", False, None)
     results = learning.evaluate_run(ctx, trained, max_new_tokens=48, warm_only=True)
-    assert list(results) == [learning.WARM] and started == [("warm-model", None)]
+    assert list(results) == [WARM] and started == [("warm-model", None)]
     with pytest.raises(SystemExit):
         learning.parse_args(["--skip-grpo", "--skip-train"])
 
@@ -509,10 +508,10 @@ def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, monkeypatch:
         env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
     )
     adapter, warm = tmp_path / "final", tmp_path / "warm"
-    for folder, name in ((adapter, learning.ADAPTER_WEIGHTS), (warm, learning.WARM_WEIGHTS)):
+    for folder, name in ((adapter, learning_runs.ADAPTER_WEIGHTS), (warm, learning_runs.WARM_WEIGHTS)):
         folder.mkdir()
         (folder / name).write_bytes(b"v1")
-    trained = learning.TrainedRun(0, tmp_path, adapter, "warm-model", warm, False, None)
+    trained = learning_runs.TrainedRun(0, tmp_path, adapter, "warm-model", warm, False, None)
 
     def rewrite(path: Path) -> None:
         stamp = path.stat().st_mtime_ns + 1_000_000_000
@@ -521,9 +520,9 @@ def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, monkeypatch:
 
     learning.evaluate_run(ctx, trained, max_new_tokens=48)
     assert played == ["base", "adapter"]
-    rewrite(adapter / learning.ADAPTER_WEIGHTS)
+    rewrite(adapter / learning_runs.ADAPTER_WEIGHTS)
     learning.evaluate_run(ctx, trained, max_new_tokens=48)
     assert played == ["base", "adapter", "adapter"]
-    rewrite(warm / learning.WARM_WEIGHTS)
+    rewrite(warm / learning_runs.WARM_WEIGHTS)
     learning.evaluate_run(ctx, trained, max_new_tokens=48)
     assert played == ["base", "adapter", "adapter", "base"]

