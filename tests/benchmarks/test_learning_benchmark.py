@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,44 @@ def _components(recall: float, tokens: float, **counts: float) -> dict[str, floa
     }
     row.update({f"actions_{kind}": counts.get(kind, 0.0) for kind in learning_report.ACTION_KINDS})
     return row
+
+
+@dataclass
+class ScriptedEval:
+    """`learning.evaluate_run` with scripted generators and episodes: the caching and policy choice are real.
+
+    `started` holds (model, adapter) of each generator started, `played` the label of each policy played
+    (e.g. "GRPO s0"); GRPO's episodes score 0.75 recall and the warm start's 0.5; a label in `interrupt`
+    stops the benchmark while that policy plays.
+    """
+
+    ctx: Any
+    started: list[tuple[str, object]] = field(default_factory=list)
+    played: list[str] = field(default_factory=list)
+    interrupt: set[str] = field(default_factory=set)
+
+
+@pytest.fixture
+def scripted_eval(monkeypatch: pytest.MonkeyPatch) -> ScriptedEval:
+    ctx = learning.EvalContext(
+        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
+    )
+    scripted = ScriptedEval(ctx)
+
+    @contextlib.contextmanager
+    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
+        scripted.started.append((model, adapter))
+        yield {"base": "base", "adapter": "adapter"}
+
+    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
+        scripted.played.append(label)
+        if label in scripted.interrupt:
+            raise KeyboardInterrupt
+        return [_components(0.75 if label.startswith(GRPO) else 0.5, 100.0, expand=1.0, stop=1.0)]
+
+    monkeypatch.setattr(learning, "policy_generators", generators)
+    monkeypatch.setattr(learning, "play_llm", play)
+    return scripted
 
 
 def test_action_mix_pools_counts_over_episodes():
@@ -256,25 +295,10 @@ def test_share_warm_start_copies_the_first_seeds_finished_warm_start(tmp_path):
     assert (copied / "model.safetensors").read_bytes() == b"weights"
 
 
-def test_a_shared_warm_start_brings_its_evaluation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shared_warm_start_brings_its_evaluation(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
     """The second seed plays only its GRPO policy: the shared warm start's figures come from the first seed's cache."""
     from memora_rl.training.warmstart import DONE_FILE
 
-    played: list[str] = []
-
-    @contextlib.contextmanager
-    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
-        yield {"base": f"base {model}", "adapter": f"adapter {model}"}
-
-    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
-        played.append(label)
-        return [_components(0.5, 100.0, expand=1.0, stop=1.0)]
-
-    monkeypatch.setattr(learning, "policy_generators", generators)
-    monkeypatch.setattr(learning, "play_llm", play)
-    ctx = learning.EvalContext(
-        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
-    )
     runs = [tmp_path / f"hard-s{seed}" for seed in (0, 1)]
     first_warm = runs[0] / "warmstart" / "model"
     first_warm.mkdir(parents=True)
@@ -288,12 +312,12 @@ def test_a_shared_warm_start_brings_its_evaluation(tmp_path: Path, monkeypatch: 
         warm = runs[seed] / "warmstart" / "model"
         return learning_runs.TrainedRun(seed, runs[seed], adapter, str(warm), warm, False, None)
 
-    learning.evaluate_run(ctx, trained(0), max_new_tokens=48)
-    assert played == ["warm start s0", "GRPO s0"]
+    learning.evaluate_run(scripted_eval.ctx, trained(0), max_new_tokens=48)
+    assert scripted_eval.played == ["warm start s0", "GRPO s0"]
     learning_runs.share_warm_start(runs[0], runs[1])
-    second = learning.evaluate_run(ctx, trained(1), max_new_tokens=48)
-    assert played == ["warm start s0", "GRPO s0", "GRPO s1"]
-    assert learning_runs.eval_cache(runs[1], WARM).is_file() and set(second) == {WARM, GRPO}
+    second = learning.evaluate_run(scripted_eval.ctx, trained(1), max_new_tokens=48)
+    assert scripted_eval.played == ["warm start s0", "GRPO s0", "GRPO s1"]
+    assert learning_runs.eval_cache(runs[1], WARM).is_file() and second[WARM]["evidence_recall"] == 0.5
 
 
 def test_a_finished_run_copied_to_another_runs_dir_is_reused(tmp_path: Path) -> None:
@@ -405,42 +429,23 @@ def test_learning_benchmark_skip_train_smoke(tmp_path):
     print(f"learning.py --skip-train smoke: {elapsed:.0f} s")
 
 
-def test_a_stopped_evaluation_keeps_the_warm_starts_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stopped_evaluation_keeps_the_warm_starts_figures(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
     """Each policy is cached on its own: a run stopped in GRPO's evaluation replays only GRPO, and a fully
-    cached run starts no generator. The generators and episodes are scripted; the cache logic is the real one."""
-    started: list[str] = []
-    played: list[str] = []
-
-    @contextlib.contextmanager
-    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
-        started.append(model)
-        yield {"base": "base", "adapter": "adapter"}
-
-    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
-        played.append(generator)
-        if generator == "adapter" and fail_grpo:
-            raise KeyboardInterrupt  # the benchmark stopped while GRPO was playing
-        return [_components(0.5 if generator == "base" else 0.75, 100.0, expand=1.0, stop=1.0)]
-
-    monkeypatch.setattr(learning, "policy_generators", generators)
-    monkeypatch.setattr(learning, "play_llm", play)
-    ctx = learning.EvalContext(
-        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
-    )
+    cached run starts no generator."""
     (tmp_path / "adapter").mkdir()
     trained = learning_runs.TrainedRun(0, tmp_path, tmp_path / "adapter", "warm-model", tmp_path / "warm", False, None)
-
-    fail_grpo = True
+    scripted_eval.interrupt.add("GRPO s0")  # the benchmark stopped while GRPO was playing
     with pytest.raises(KeyboardInterrupt):
-        learning.evaluate_run(ctx, trained, max_new_tokens=48)
-    assert played == ["base", "adapter"]
-    fail_grpo = False
-    results = learning.evaluate_run(ctx, trained, max_new_tokens=48)
-    assert played == ["base", "adapter", "adapter"]  # the warm start came from its cache
+        learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
+    assert scripted_eval.played == ["warm start s0", "GRPO s0"]
+    scripted_eval.interrupt.clear()
+    results = learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
+    assert scripted_eval.played == ["warm start s0", "GRPO s0", "GRPO s0"]  # the warm start came from its cache
     assert results[WARM]["evidence_recall"] == 0.5
     assert results[GRPO]["evidence_recall"] == 0.75
-    assert learning.evaluate_run(ctx, trained, max_new_tokens=48) == results
-    assert started == ["warm-model"] * 3  # one generator a policy played; the third call found both cached
+    assert learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48) == results
+    models = [model for model, _ in scripted_eval.started]
+    assert models == ["warm-model"] * 3  # one generator a policy played; the third call found both cached
 
 
 def test_merged_policy_decodes_like_base_plus_adapter_and_is_made_once(tiny_model_dir: Path, tmp_path: Path) -> None:
@@ -469,44 +474,17 @@ def test_merged_policy_decodes_like_base_plus_adapter_and_is_made_once(tiny_mode
     assert (merged / "model.safetensors").stat().st_mtime_ns == written
 
 
-def test_skip_grpo_plays_the_warm_start_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_skip_grpo_plays_the_warm_start_alone(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
     """`--skip-grpo` evaluates stage one only: the warm start's generator plays, GRPO's never starts."""
-    started: list[tuple[str, object]] = []
-
-    @contextlib.contextmanager
-    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
-        started.append((model, adapter))
-        yield {"base": "base"}
-
-    monkeypatch.setattr(learning, "policy_generators", generators)
-    monkeypatch.setattr(learning, "play_llm", lambda *args: [_components(0.5, 100.0, expand=1.0, stop=1.0)])
-    ctx = learning.EvalContext(
-        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
-    )
     trained = learning_runs.TrainedRun(0, tmp_path, tmp_path / "final", "warm-model", tmp_path / "warm", False, None)
-    results = learning.evaluate_run(ctx, trained, max_new_tokens=48, warm_only=True)
-    assert list(results) == [WARM] and started == [("warm-model", None)]
+    results = learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48, warm_only=True)
+    assert list(results) == [WARM] and scripted_eval.started == [("warm-model", None)]
     with pytest.raises(SystemExit):
         learning.parse_args(["--skip-grpo", "--skip-train"])
 
 
-def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
     """Retraining GRPO replays GRPO alone (the warm start's figures stay cached); a new warm start replays both."""
-    played: list[str] = []
-
-    @contextlib.contextmanager
-    def generators(ctx: object, model: str, adapter: object = None, lora_rank: int = 8) -> Iterator[dict[str, str]]:
-        yield {"base": "base", "adapter": "adapter"}
-
-    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
-        played.append(generator)
-        return [_components(0.5, 100.0, expand=1.0, stop=1.0)]
-
-    monkeypatch.setattr(learning, "policy_generators", generators)
-    monkeypatch.setattr(learning, "play_llm", play)
-    ctx = learning.EvalContext(
-        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
-    )
     adapter, warm = tmp_path / "final", tmp_path / "warm"
     for folder, name in ((adapter, learning_runs.ADAPTER_WEIGHTS), (warm, learning_runs.WARM_WEIGHTS)):
         folder.mkdir()
@@ -518,11 +496,11 @@ def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, monkeypatch:
         path.write_bytes(b"v2")
         os.utime(path, ns=(stamp, stamp))
 
-    learning.evaluate_run(ctx, trained, max_new_tokens=48)
-    assert played == ["base", "adapter"]
+    learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
+    assert scripted_eval.played == ["warm start s0", "GRPO s0"]
     rewrite(adapter / learning_runs.ADAPTER_WEIGHTS)
-    learning.evaluate_run(ctx, trained, max_new_tokens=48)
-    assert played == ["base", "adapter", "adapter"]
+    learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
+    assert scripted_eval.played == ["warm start s0", "GRPO s0", "GRPO s0"]
     rewrite(warm / learning_runs.WARM_WEIGHTS)
-    learning.evaluate_run(ctx, trained, max_new_tokens=48)
-    assert played == ["base", "adapter", "adapter", "base"]
+    learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
+    assert scripted_eval.played == ["warm start s0", "GRPO s0", "GRPO s0", "warm start s0"]
