@@ -117,9 +117,9 @@ def share_warm_start(first_run: Path, run_dir: Path) -> None:
     if not warm_start_done(first_run):
         raise SystemExit(f"--share-warm-start: {source} holds no finished warm start; train the first seed first.")
     shutil.copytree(source, target, dirs_exist_ok=True)  # copy2 keeps the weights' mtime, so the cache below holds
-    evaluated = eval_cache(first_run, WARM)
-    if evaluated.is_file() and not eval_cache(run_dir, WARM).is_file():
-        shutil.copy2(evaluated, eval_cache(run_dir, WARM))
+    evaluated, copied = eval_cache(first_run, WARM), eval_cache(run_dir, WARM)
+    if evaluated.is_file() and not copied.is_file():
+        shutil.copy2(evaluated, copied)
     logger.info("sharing the warm start of %s with %s", first_run.name, run_dir.name)
 
 
@@ -147,10 +147,12 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
         run(config)
         train_s = time.perf_counter() - started
         gc.collect()
-    trained = load_config(TrainConfig, config.output_dir / "final" / "train_config.yaml")
-    warm = warm_start_model_dir(config.output_dir) if config.warm_start.enabled else None
-    grpo_base = str(warm) if warm is not None else trained.model  # the run's own copy, wherever the folder now is
-    return TrainedRun(seed, config.output_dir, config.output_dir / "final", grpo_base, warm, reused, train_s)
+    final = config.output_dir / "final"
+    if config.warm_start.enabled:  # the run's own warm start, wherever its folder now is
+        warm = warm_start_model_dir(config.output_dir)
+        return TrainedRun(seed, config.output_dir, final, str(warm), warm, reused, train_s)
+    trained = load_config(TrainConfig, final / "train_config.yaml")
+    return TrainedRun(seed, config.output_dir, final, trained.model, None, reused, train_s)
 
 
 def train_warm_start(config: Any, seed: int) -> TrainedRun:
