@@ -74,6 +74,18 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def native_bf16(device: str) -> bool:
+    """True where `device` computes bf16 in hardware: CUDA, or a CPU with AVX512-BF16 or AMX (oneDNN's check).
+
+    Elsewhere bf16 autocast emulates the type and runs slower than float32.
+    """
+    import torch
+
+    if device == "cuda":
+        return True
+    return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def task_prompt(task: Task) -> str:
     """The dataset's `prompt` for a task: unique per task, so a prompt maps back to its task.
 

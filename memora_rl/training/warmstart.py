@@ -169,26 +169,13 @@ def warm_start_done(run_dir: Path) -> bool:
     return (warm_start_model_dir(run_dir) / DONE_FILE).is_file()
 
 
-def warm_start(config: Any, device: str) -> Path:
-    """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
-    model_dir = warm_start_model_dir(config.output_dir)
-    trainer_dir = model_dir.parent / "trainer"  # SFT checkpoints, beside the merged model
-    if warm_start_done(config.output_dir):
-        logger.info("warm start already done: %s", model_dir)
-        return model_dir
-    from datasets import Dataset
+def warm_start_episodes(config: Any, env: Any, tasks: Sequence[Any], tokenizer: Any) -> list[Episode]:
+    """The episodes stage one imitates: the oracle's walks of `tasks` (bare stops limited or replaced), played."""
     from rich.progress import Progress
-    from trl import SFTConfig, SFTTrainer
 
     from memora_rl.env.oracle import Oracle
-    from memora_rl.env.registry import make_env
-    from memora_rl.training.trainer import build_policy
 
-    settings = config.warm_start
-    base, tokenizer, lora = build_policy(config, device)
-    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
-    tasks = warm_start_tasks(tasks, settings.max_tasks, config.seed)
-    grpo = config.grpo
+    settings, grpo = config.warm_start, config.grpo
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
     oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
     with Progress(transient=True) as bar:
@@ -200,26 +187,57 @@ def warm_start(config: Any, device: str) -> Path:
             for walk in walks
         ]
     walks = limit_bare_stops(walks, settings.max_stop_share)
-    episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
+    return oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
+
+
+def sft_config(config: Any, output_dir: Path, device: str, **overrides: Any) -> Any:
+    """TRL's `SFTConfig` for stage one of `config` (`overrides`: other SFTConfig fields, e.g. `max_steps`)."""
+    from trl import SFTConfig
+
+    from memora_rl.training.trainer import native_bf16
+
+    settings = config.warm_start
+    options: dict[str, Any] = {
+        "output_dir": str(output_dir),
+        "num_train_epochs": settings.epochs,
+        "per_device_train_batch_size": 1,
+        "gradient_accumulation_steps": settings.gradient_accumulation,
+        "learning_rate": settings.learning_rate,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": settings.save_steps,
+        "save_total_limit": 2,  # the one before the last survives a kill during a save
+        "report_to": [],
+        "seed": config.seed,
+        "use_cpu": device == "cpu",
+        "bf16": native_bf16(device) if settings.bf16 is None else settings.bf16,
+        "max_length": None,
+        "gradient_checkpointing": settings.gradient_checkpointing,
+    }
+    return SFTConfig(**{**options, **overrides})
+
+
+def warm_start(config: Any, device: str) -> Path:
+    """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
+    model_dir = warm_start_model_dir(config.output_dir)
+    trainer_dir = model_dir.parent / "trainer"  # SFT checkpoints, beside the merged model
+    if warm_start_done(config.output_dir):
+        logger.info("warm start already done: %s", model_dir)
+        return model_dir
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from memora_rl.env.registry import make_env
+    from memora_rl.training.trainer import build_policy
+
+    base, tokenizer, lora = build_policy(config, device)
+    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
+    tasks = warm_start_tasks(tasks, config.warm_start.max_tasks, config.seed)
+    episodes = warm_start_episodes(config, env, tasks, tokenizer)
     summary = episode_summary(episodes)
     logger.info("warm start: %d oracle episodes of %d tasks, mean components %s", len(episodes), len(tasks), summary)
-    args = SFTConfig(
-        output_dir=str(trainer_dir),
-        num_train_epochs=settings.epochs,
-        per_device_train_batch_size=1,
-        gradient_accumulation_steps=settings.gradient_accumulation,
-        learning_rate=settings.learning_rate,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,  # the one before the last survives a kill during a save
-        report_to=[],
-        seed=config.seed,
-        use_cpu=device == "cpu",
-        bf16=device == "cuda",
-        max_length=None,
-        gradient_checkpointing=settings.gradient_checkpointing,
-    )
+    args = sft_config(config, trainer_dir, device)
+    logger.info("warm start: SFT in %s", "bf16 autocast" if args.bf16 else "float32")
     trainer = SFTTrainer(
         model=base,
         args=args,
@@ -235,7 +253,13 @@ def warm_start(config: Any, device: str) -> Path:
     model_dir.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))
-    record = {"episodes": len(episodes), "oracle": summary, "train_loss": result.training_loss, "base": config.model}
+    record = {
+        "episodes": len(episodes),
+        "oracle": summary,
+        "train_loss": result.training_loss,
+        "base": config.model,
+        "bf16": args.bf16,
+    }
     (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))
     env.close()
     return model_dir

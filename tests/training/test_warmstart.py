@@ -142,6 +142,22 @@ def test_scripted_generator_refuses_batches_and_overruns(smol_tokenizer) -> None
         generator.generate([[1]], 10, 1.0)
 
 
+def test_sft_precision_follows_the_setting_and_the_hardware(tmp_path) -> None:
+    """bf16 autocast where the device computes it natively unless the config says; GRPO's precision is untouched."""
+    from memora_rl.training.config import TrainConfig
+    from memora_rl.training.trainer import build_grpo_config, native_bf16
+    from memora_rl.training.warmstart import sft_config
+
+    def config(bf16: bool | None) -> TrainConfig:
+        return TrainConfig(output_root=tmp_path, warm_start={"enabled": True, "bf16": bf16})
+
+    assert native_bf16("cuda")
+    assert sft_config(config(None), tmp_path, "cpu").bf16 == native_bf16("cpu")
+    assert not sft_config(config(False), tmp_path, "cpu").bf16
+    assert sft_config(config(True), tmp_path, "cpu", max_steps=3).max_steps == 3
+    assert not build_grpo_config(config(None), [1.0], "cpu").bf16  # the trainer matches the float32 sampler
+
+
 @pytest.mark.slow
 def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
     """Two oracle episodes of the real synthetic env, one epoch: a merged model that differs from the base;
@@ -152,6 +168,7 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
 
     from memora_rl.llm.registry import load_causal_lm
     from memora_rl.training.config import TrainConfig, WarmStartSettings
+    from memora_rl.training.trainer import native_bf16
     from memora_rl.training.warmstart import DONE_FILE, warm_start
 
     config = TrainConfig(
@@ -166,6 +183,7 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
     model_dir = warm_start(config, "cpu")
     record = json.loads((model_dir / DONE_FILE).read_text())
     assert record["episodes"] == 2 and record["train_loss"] > 0
+    assert record["bf16"] == native_bf16("cpu")  # autocast where this CPU computes bf16 in hardware
     merged = load_causal_lm(str(model_dir), dtype="float32")
     base = load_causal_lm("smollm2-135m-instruct", dtype="float32")
     name = "model.layers.0.self_attn.q_proj.weight"
