@@ -4,7 +4,8 @@ The episodes are the warm start's own (`warm_start_episodes` of a config's first
 tasks: oracle walks played token-exact through the rollout's `EpisodePlayer`). Each precision then trains
 `--steps` optimizer steps of the config's SFT (`sft_config`: TRL's SFTTrainer, LoRA, the same batch and
 learning rate) in a fresh subprocess, so its peak RSS is its own. float32 is the baseline; the ratio is
-its seconds a step over each row's. The losses show both learn the same rows alike.
+its seconds a step over each row's. The losses show both learn the same rows alike. The warm start uses bf16
+only with `warm_start.bf16_on_cpu` and where the CPU computes it natively (AVX512-BF16 or AMX).
 
     python benchmarks/warm_start.py                                    # quickstart.yaml, ~4 minutes here
     python benchmarks/warm_start.py --config configs/grpo/hard.yaml --tasks 16 --steps 8
@@ -172,6 +173,10 @@ def main() -> None:
         for name in args.precisions:
             job = {"config": str(args.config), "overrides": args.overrides, "rows": str(rows_file)}
             results[name] = spawn("train", {**job, "steps": args.steps, "bf16": PRECISIONS[name]}, args.timeout_s)
+    from memora_rl.training.trainer import cpu_has_bf16
+
+    native = "computes bf16 in hardware" if cpu_has_bf16() else "emulates bf16 (the warm start keeps float32)"
+    print(f"this CPU {native}")
     print(
         f"{args.config.name}: {sizes['rows']} oracle episodes, {sizes['tokens'] / sizes['rows']:.0f} tokens a row "
         f"({sizes['policy_tokens'] / sizes['rows']:.0f} trained), {accumulation} a step, {args.steps} steps a row"

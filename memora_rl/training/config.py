@@ -125,10 +125,10 @@ class WarmStartSettings(StrictModel):
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass: less memory, ~30% more compute (TRL's SFT default is on;
     a 135M policy does not need it)."""
-    bf16: bool | None = None
-    """bf16 autocast over the float32 weights. None: where the device computes bf16 in hardware (CUDA, a CPU
-    with AVX512-BF16 or AMX), 1.5x faster here (`benchmarks/warm_start.py`); False: float32 throughout.
-    GRPO keeps float32 on CPU, where the trainer must match the float32 sampler's logprobs."""
+    bf16_on_cpu: bool = False
+    """On a CPU that computes bf16 in hardware (AVX512-BF16 or AMX), train with bf16 autocast over the float32
+    weights: 1.27x faster a step here (`benchmarks/warm_start.py`). Off by default so runs made in float32
+    reproduce; CUDA always trains in bf16. GRPO stays float32 on CPU, matching the float32 sampler."""
     save_steps: int = Field(20, ge=1)
     """Checkpoint the warm start every N optimizer steps (the last two kept): a killed run resumes from the last."""
     beam_width: int = Field(6, ge=1)

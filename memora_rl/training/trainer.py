@@ -74,15 +74,13 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def native_bf16(device: str) -> bool:
-    """True where `device` computes bf16 in hardware: CUDA, or a CPU with AVX512-BF16 or AMX (oneDNN's check).
+def cpu_has_bf16() -> bool:
+    """True where this CPU computes bf16 in hardware (AVX512-BF16 or AMX, oneDNN's check).
 
     Elsewhere bf16 autocast emulates the type and runs slower than float32.
     """
     import torch
 
-    if device == "cuda":
-        return True
     return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 

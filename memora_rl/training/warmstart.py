@@ -194,7 +194,7 @@ def sft_config(config: Any, output_dir: Path, device: str, **overrides: Any) -> 
     """TRL's `SFTConfig` for stage one of `config` (`overrides`: other SFTConfig fields, e.g. `max_steps`)."""
     from trl import SFTConfig
 
-    from memora_rl.training.trainer import native_bf16
+    from memora_rl.training.trainer import cpu_has_bf16
 
     settings = config.warm_start
     options: dict[str, Any] = {
@@ -210,7 +210,7 @@ def sft_config(config: Any, output_dir: Path, device: str, **overrides: Any) -> 
         "report_to": [],
         "seed": config.seed,
         "use_cpu": device == "cpu",
-        "bf16": native_bf16(device) if settings.bf16 is None else settings.bf16,
+        "bf16": device == "cuda" or (device == "cpu" and settings.bf16_on_cpu and cpu_has_bf16()),
         "max_length": None,
         "gradient_checkpointing": settings.gradient_checkpointing,
     }
