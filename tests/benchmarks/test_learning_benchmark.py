@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -51,21 +52,27 @@ class ScriptedEval:
     """`learning.evaluate_run` with scripted generators and episodes: the caching and policy choice are real.
 
     `started` holds (model, adapter) of each generator started, `played` the label of each policy played
-    (e.g. "GRPO s0"); GRPO's episodes score 0.75 recall and the warm start's 0.5; a label in `interrupt`
-    stops the benchmark while that policy plays.
+    (e.g. "GRPO s0") and `episodes` the task ids it played, one batch each; GRPO's episodes score 0.75 recall and
+    the warm start's 0.5; a label in `interrupt` stops the benchmark after that policy's first episode.
     """
 
     ctx: Any
     started: list[tuple[str, object]] = field(default_factory=list)
     played: list[str] = field(default_factory=list)
+    episodes: list[str] = field(default_factory=list)
     interrupt: set[str] = field(default_factory=set)
+
+
+def _tasks(count: int) -> list[SimpleNamespace]:
+    return [SimpleNamespace(id=f"t{i}", category="multi-hop" if i % 2 else "single-hop") for i in range(count)]
 
 
 @pytest.fixture
 def scripted_eval(monkeypatch: pytest.MonkeyPatch) -> ScriptedEval:
     ctx = learning.EvalContext(
-        env=None, tasks=[], tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4, batch=8
-    )
+        env=None, tasks=_tasks(3), tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4,
+        batch=8,
+    )  # fmt: skip
     scripted = ScriptedEval(ctx)
 
     @contextlib.contextmanager
@@ -73,11 +80,20 @@ def scripted_eval(monkeypatch: pytest.MonkeyPatch) -> ScriptedEval:
         scripted.started.append((model, adapter))
         yield {"base": "base", "adapter": "adapter"}
 
-    def play(ctx: object, generator: str, max_new_tokens: int, label: str) -> list[dict[str, float]]:
+    def play(
+        ctx: object, generator: str, max_new_tokens: int, label: str, overrides: object = (), tasks: Any = (),
+        keep: Any = None,
+    ) -> list[dict[str, float]]:  # fmt: skip
         scripted.played.append(label)
-        if label in scripted.interrupt:
-            raise KeyboardInterrupt
-        return [_components(0.75 if label.startswith(GRPO) else 0.5, 100.0, expand=1.0, stop=1.0)]
+        rows = []
+        for task in tasks:
+            if label in scripted.interrupt and rows:
+                raise KeyboardInterrupt
+            row = _components(0.75 if label.startswith(GRPO) else 0.5, 100.0, expand=1.0, stop=1.0)
+            scripted.episodes.append(task.id)
+            keep([task], [row])
+            rows.append(row)
+        return rows
 
     monkeypatch.setattr(learning, "policy_generators", generators)
     monkeypatch.setattr(learning, "play_llm", play)
@@ -295,8 +311,8 @@ def test_share_warm_start_copies_the_first_seeds_finished_warm_start(tmp_path):
     assert (copied / "model.safetensors").read_bytes() == b"weights"
 
 
-def test_a_shared_warm_start_brings_its_evaluation(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
-    """The second seed plays only its GRPO policy: the shared warm start's figures come from the first seed's cache."""
+def test_a_shared_warm_start_is_played_once(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
+    """The second seed plays only its GRPO policy: the shared warm start's episodes come from the first seed's cache."""
     from memora_rl.training.warmstart import DONE_FILE
 
     runs = [tmp_path / f"hard-s{seed}" for seed in (0, 1)]
@@ -312,12 +328,22 @@ def test_a_shared_warm_start_brings_its_evaluation(tmp_path: Path, scripted_eval
         warm = runs[seed] / "warmstart" / "model"
         return learning_runs.TrainedRun(seed, runs[seed], adapter, str(warm), warm, False, None)
 
-    learning.evaluate_run(scripted_eval.ctx, trained(0), max_new_tokens=48)
+    first = learning.evaluate_run(scripted_eval.ctx, trained(0), max_new_tokens=48, shared_warm_run=runs[0])
     assert scripted_eval.played == ["warm start s0", "GRPO s0"]
     learning_runs.share_warm_start(runs[0], runs[1])
-    second = learning.evaluate_run(scripted_eval.ctx, trained(1), max_new_tokens=48)
+    run_1 = trained(1)
+    second = learning.evaluate_run(scripted_eval.ctx, run_1, max_new_tokens=48, shared_warm_run=runs[0])
     assert scripted_eval.played == ["warm start s0", "GRPO s0", "GRPO s1"]
-    assert learning_runs.eval_cache(runs[1], WARM).is_file() and second[WARM]["evidence_recall"] == 0.5
+    assert second[WARM] == first[WARM] and not learning_runs.eval_cache(runs[1], WARM).exists()
+    shared_cache = learning_runs.eval_cache(runs[0], WARM).read_text()
+    retrained = runs[1] / "warmstart" / "model" / learning_runs.WARM_WEIGHTS
+    stamp = retrained.stat().st_mtime_ns + 1_000_000_000
+    retrained.write_bytes(b"retrained")  # no longer the shared warm start: played into its own run's cache
+    os.utime(retrained, ns=(stamp, stamp))
+    learning.evaluate_run(scripted_eval.ctx, run_1, max_new_tokens=48, shared_warm_run=runs[0])
+    assert scripted_eval.played[3:] == ["warm start s1"]  # GRPO s1 was cached
+    assert learning_runs.eval_cache(runs[1], WARM).is_file()
+    assert learning_runs.eval_cache(runs[0], WARM).read_text() == shared_cache
 
 
 def test_a_finished_run_copied_to_another_runs_dir_is_reused(tmp_path: Path) -> None:
@@ -429,23 +455,42 @@ def test_learning_benchmark_skip_train_smoke(tmp_path):
     print(f"learning.py --skip-train smoke: {elapsed:.0f} s")
 
 
-def test_a_stopped_evaluation_keeps_the_warm_starts_figures(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
-    """Each policy is cached on its own: a run stopped in GRPO's evaluation replays only GRPO, and a fully
-    cached run starts no generator."""
+def test_a_stopped_evaluation_keeps_the_episodes_it_played(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
+    """Episodes are cached by task as they finish: a run stopped in GRPO's evaluation replays only GRPO's unplayed
+    tasks, and a fully cached run starts no generator."""
     (tmp_path / "adapter").mkdir()
     trained = learning_runs.TrainedRun(0, tmp_path, tmp_path / "adapter", "warm-model", tmp_path / "warm", False, None)
-    scripted_eval.interrupt.add("GRPO s0")  # the benchmark stopped while GRPO was playing
+    scripted_eval.interrupt.add("GRPO s0")  # the benchmark stopped after GRPO's first episode
     with pytest.raises(KeyboardInterrupt):
         learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
     assert scripted_eval.played == ["warm start s0", "GRPO s0"]
+    assert scripted_eval.episodes == ["t0", "t1", "t2", "t0"]
     scripted_eval.interrupt.clear()
     results = learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
     assert scripted_eval.played == ["warm start s0", "GRPO s0", "GRPO s0"]  # the warm start came from its cache
-    assert results[WARM]["evidence_recall"] == 0.5
-    assert results[GRPO]["evidence_recall"] == 0.75
+    assert scripted_eval.episodes[4:] == ["t1", "t2"]  # GRPO's first episode too
+    assert results[WARM]["evidence_recall"] == 0.5 and results[WARM]["episodes"] == 3
+    assert results[GRPO]["evidence_recall"] == 0.75 and results[GRPO]["episodes"] == 3
     assert learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48) == results
     models = [model for model, _ in scripted_eval.started]
     assert models == ["warm-model"] * 3  # one generator a policy played; the third call found both cached
+
+
+def test_more_tasks_play_only_the_new_ones(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
+    """A larger `--eval-tasks` reuses the cached episodes and plays the rest; fewer tasks are read from the cache."""
+    trained = learning_runs.TrainedRun(0, tmp_path, tmp_path / "adapter", "base-model", None, False, None)
+    learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
+    scripted_eval.ctx.tasks = _tasks(5)
+    results = learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
+    assert scripted_eval.episodes == ["t0", "t1", "t2", "t3", "t4"] and results[GRPO]["episodes"] == 5
+    assert set(json.loads(learning_runs.eval_cache(tmp_path, GRPO).read_text())["episodes"]) == {
+        "t0", "t1", "t2", "t3", "t4"
+    }  # fmt: skip
+    scripted_eval.ctx.tasks = _tasks(2)
+    assert learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)[GRPO]["episodes"] == 2
+    assert len(scripted_eval.played) == 2  # the third call played nothing
+    learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=32)  # another token limit: other episodes
+    assert scripted_eval.episodes[5:] == ["t0", "t1"]
 
 
 def test_merged_policy_decodes_like_base_plus_adapter_and_is_made_once(tiny_model_dir: Path, tmp_path: Path) -> None:
