@@ -607,11 +607,11 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     training: list[dict[str, Any]] = []
     if not args.skip_train:
         with runs_root(args.runs_dir) as root:
-            shared = seed_config(args, args.seeds[0], root).output_dir if args.share_warm_start else None
+            first_run = seed_config(args, args.seeds[0], root).output_dir if args.share_warm_start else None
             for seed in args.seeds:
                 trained = train_seed(args, seed, root)
                 training.append(training_summary(trained))
-                for name, metrics in evaluate_run(ctx, trained, max_new_tokens, args.skip_grpo, shared).items():
+                for name, metrics in evaluate_run(ctx, trained, max_new_tokens, args.skip_grpo, first_run).items():
                     per_policy.setdefault(name, []).append((seed, metrics))
     order = [BASE, WARM, GRPO, SEMANTIC, HEURISTIC, ORACLE]
     policies = {name: summarize_policy(per_policy[name]) for name in order if name in per_policy}

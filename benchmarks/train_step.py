@@ -363,10 +363,13 @@ def worker(spec: dict[str, Any]) -> None:
     print(json.dumps(asdict(row)))
 
 
-def spawn(spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Run `worker(spec)` in a fresh Python process; its last stdout line is the JSON result."""
+def spawn(spec: dict[str, Any], timeout_s: float, script: str = __file__) -> dict[str, Any]:
+    """Run `script --worker SPEC` (by default this file's `worker(spec)`) in a fresh Python process.
+
+    The worker's last JSON line on stdout is the result.
+    """
     env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), "WANDB_MODE": "disabled"}
-    command = [sys.executable, __file__, "--worker", json.dumps(spec)]
+    command = [sys.executable, script, "--worker", json.dumps(spec)]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
     except subprocess.TimeoutExpired:

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from train_step import peak_rss_gb, spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO_ROOT / "configs" / "grpo" / "quickstart.yaml"
@@ -41,16 +40,11 @@ def load(config_path: Path, overrides: list[str]) -> Any:
 
 def record_rows(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """Play the oracle episodes of the config's warm-start tasks; write their SFT rows to `out`."""
-    from memora_rl.env.registry import make_env
     from memora_rl.llm.registry import load_tokenizer
-    from memora_rl.training.warmstart import sft_rows, warm_start_episodes, warm_start_tasks
+    from memora_rl.training.warmstart import sft_rows, warm_start_episodes
 
     config = load(args.config, args.overrides)
-    tokenizer = load_tokenizer(config.model)
-    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
-    episodes = warm_start_episodes(config, env, warm_start_tasks(tasks, args.tasks, config.seed), tokenizer)
-    env.close()
-    rows = sft_rows(episodes)
+    rows = sft_rows(warm_start_episodes(config, load_tokenizer(config.model), args.tasks))
     out.write_text(json.dumps(rows))
     lengths = [len(row["input_ids"]) for row in rows]
     return {"rows": len(rows), "tokens": sum(lengths), "policy_tokens": sum(sum(r["assistant_masks"]) for r in rows)}
@@ -97,24 +91,10 @@ def train_rows(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "step_s": statistics.median(timed),
         "steps": len(step_s),
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
+        "peak_rss_gb": peak_rss_gb(),
         "first_loss": losses[0],
         "last_loss": statistics.fmean(losses[len(losses) // 2 :]),
     }
-
-
-def spawn(job: str, spec: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-    """Run one worker job in a fresh Python process; its last stdout line is the JSON result."""
-    env = {**os.environ, "WANDB_MODE": "disabled"}
-    command = [sys.executable, __file__, "--worker", job, json.dumps(spec)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout_s:g} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-600:]}"}
-    return json.loads(lines[-1])
 
 
 def table(rows: dict[str, dict[str, Any]], tokens_a_step: float) -> str:
@@ -154,25 +134,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     """Record the rows, train each precision in its own process, print the table."""
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        spec = json.loads(sys.argv[3])
-        result = record_rows(argparse.Namespace(**spec), Path(spec["out"])) if sys.argv[2] == "rows" else None
-        print(json.dumps(result if result is not None else train_rows(spec)))
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        spec = json.loads(sys.argv[2])
+        rows = spec["job"] == "rows"
+        print(json.dumps(record_rows(argparse.Namespace(**spec), Path(spec["out"])) if rows else train_rows(spec)))
         return
     args = parse_args()
     config = load(args.config, args.overrides)
     with tempfile.TemporaryDirectory(prefix="memora-warm-start-bench-") as folder:
         rows_file = Path(folder) / "rows.json"
-        spec = {"config": str(args.config), "overrides": args.overrides, "tasks": args.tasks, "out": str(rows_file)}
-        sizes = spawn("rows", spec, args.timeout_s)
+        job = {"config": str(args.config), "overrides": args.overrides}
+        sizes = spawn({**job, "job": "rows", "tasks": args.tasks, "out": str(rows_file)}, args.timeout_s, __file__)
         if sizes.get("error"):
             raise SystemExit(f"Could not play the oracle episodes of {args.config}: {sizes['error']}")
         accumulation = config.warm_start.gradient_accumulation
         tokens_a_step = sizes["tokens"] / sizes["rows"] * accumulation
         results = {}
         for name in args.precisions:
-            job = {"config": str(args.config), "overrides": args.overrides, "rows": str(rows_file)}
-            results[name] = spawn("train", {**job, "steps": args.steps, "bf16": PRECISIONS[name]}, args.timeout_s)
+            spec = {**job, "job": "train", "rows": str(rows_file), "steps": args.steps, "bf16": PRECISIONS[name]}
+            results[name] = spawn(spec, args.timeout_s, __file__)
     from memora_rl.training.trainer import cpu_has_bf16
 
     native = "computes bf16 in hardware" if cpu_has_bf16() else "emulates bf16 (the warm start keeps float32)"

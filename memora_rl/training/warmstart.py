@@ -169,12 +169,18 @@ def warm_start_done(run_dir: Path) -> bool:
     return (warm_start_model_dir(run_dir) / DONE_FILE).is_file()
 
 
-def warm_start_episodes(config: Any, env: Any, tasks: Sequence[Any], tokenizer: Any) -> list[Episode]:
-    """The episodes stage one imitates: the oracle's walks of `tasks` (bare stops limited or replaced), played."""
+def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = None) -> list[Episode]:
+    """The episodes stage one imitates: the oracle's walks of the warm-start tasks, bare stops limited or replaced.
+
+    The tasks are at most `max_tasks` (default `warm_start.max_tasks`) of the split, drawn with the run's seed.
+    """
     from rich.progress import Progress
 
     from memora_rl.env.oracle import Oracle
+    from memora_rl.env.registry import make_env
 
+    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
+    tasks = warm_start_tasks(tasks, max_tasks or config.warm_start.max_tasks, config.seed)
     settings, grpo = config.warm_start, config.grpo
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
     oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
@@ -187,7 +193,10 @@ def warm_start_episodes(config: Any, env: Any, tasks: Sequence[Any], tokenizer: 
             for walk in walks
         ]
     walks = limit_bare_stops(walks, settings.max_stop_share)
-    return oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
+    episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
+    env.close()
+    logger.info("warm start: %d oracle episodes of %d tasks", len(episodes), len(tasks))
+    return episodes
 
 
 def sft_config(config: Any, output_dir: Path, device: str, **overrides: Any) -> Any:
@@ -210,7 +219,7 @@ def sft_config(config: Any, output_dir: Path, device: str, **overrides: Any) -> 
         "report_to": [],
         "seed": config.seed,
         "use_cpu": device == "cpu",
-        "bf16": device == "cuda" or (device == "cpu" and settings.bf16_on_cpu and cpu_has_bf16()),
+        "bf16": device == "cuda" or (settings.bf16_on_cpu and cpu_has_bf16()),
         "max_length": None,
         "gradient_checkpointing": settings.gradient_checkpointing,
     }
@@ -227,15 +236,12 @@ def warm_start(config: Any, device: str) -> Path:
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from memora_rl.env.registry import make_env
     from memora_rl.training.trainer import build_policy
 
     base, tokenizer, lora = build_policy(config, device)
-    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
-    tasks = warm_start_tasks(tasks, config.warm_start.max_tasks, config.seed)
-    episodes = warm_start_episodes(config, env, tasks, tokenizer)
+    episodes = warm_start_episodes(config, tokenizer)
     summary = episode_summary(episodes)
-    logger.info("warm start: %d oracle episodes of %d tasks, mean components %s", len(episodes), len(tasks), summary)
+    logger.info("warm start: the oracle episodes' mean components %s", summary)
     args = sft_config(config, trainer_dir, device)
     logger.info("warm start: SFT in %s", "bf16 autocast" if args.bf16 else "float32")
     trainer = SFTTrainer(
@@ -261,5 +267,4 @@ def warm_start(config: Any, device: str) -> Path:
         "bf16": args.bf16,
     }
     (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))
-    env.close()
     return model_dir
