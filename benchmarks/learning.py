@@ -1,6 +1,7 @@
 """Learning benchmark: does GRPO teach retrieval, not just format, on held-out conversations?
 
-For a training config (default `configs/grpo/hard.yaml`, env from it) it plays the env's held-out
+For a training config (default `configs/grpo/hard.yaml`; the README's tables come from the recipes
+`smollm-synthetic-hard.yaml` and `smollm-locomo.yaml`; env from it) it plays the env's held-out
 split (`--eval-split test`, `--eval-tasks N` first tasks) with every policy and reports evidence
 recall, recall gain over reset (recall - G0), context tokens, steps, the true valid-action rate
 (valid policy actions / policy actions) and the action mix (share of expand / refine / stop /
@@ -20,9 +21,10 @@ not depend on the seed, so it is played once. `--generator` picks who decodes:
   (`memora_rl.llm.server.VLLMServer`, float32, automatic prefix caching), or the `--server-url`
   server for the config's base model; a GRPO run's adapter (`<run>/final/`) is hot-loaded into its
   warm start's server as training's adapter sync does (`load_lora_adapter`), and every policy plays
-  all its tasks in one `EpisodePlayer` batch (`VLLMGenerator` sends `--eval-batch` prompts a
-  request). The prefix cache keeps each later turn's cost to its new tokens, where transformers
-  re-reads the whole conversation every turn (~10k prompt tokens an episode on synthetic-hard).
+  its tasks `VLLM_BATCH` (32) episodes at a time (`VLLMGenerator` sends `--eval-batch` prompts a
+  request), each batch cached by task as it finishes. The prefix cache keeps each later turn's cost
+  to its new tokens, where transformers re-reads the whole conversation every turn (~10k prompt
+  tokens an episode on synthetic-hard).
 - `transformers`: in-process float32 `TransformersGenerator`, `--eval-batch` episodes at a time; the
   warm start is the GRPO model with its adapter disabled. No server needed.
 

@@ -17,7 +17,7 @@ from memora_rl.training.rewards import ComponentReward, judge_weights, make_comp
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize("name", ["tiny", "quickstart", "hard", "locomo"])
+@pytest.mark.parametrize("name", ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-locomo"])
 def test_presets_load(name):
     config = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")  # resolves its env and env overrides
     assert config.grpo.beta > 0 and config.grpo.num_generations == 4
@@ -33,6 +33,38 @@ def test_cpu_presets_and_the_gpu_one():
         assert {"env.compact=true", "env.few_shot=false"} <= set(config.env_overrides)
     locomo = load_config(TrainConfig, CONFIGS / "grpo" / "locomo.yaml")
     assert locomo.lora.r == 16 and locomo.lora.alpha == 32 and locomo.device == "cuda"
+
+
+HARD_ENV = ["env.compact=true", "env.few_shot=false", "env.judge.cost_weight=0.1", "env.refine_new_entries=true",
+            "env.refine_top_k=1", "env.frontier_value_tokens=12"]  # fmt: skip
+RECIPES = {
+    # The overrides of the commands that made README's learning tables (docs/learning.md, sections 19 and 27):
+    # `--steps 8` and `--warm-max-tasks 100` are the benchmark's flags for grpo.max_steps and warm_start.max_tasks.
+    "smollm-synthetic-hard": [
+        "grpo.max_steps=8", "grpo.learning_rate=3e-4", "warm_start.save_steps=10", f"env_overrides={HARD_ENV}",
+    ],
+    "smollm-locomo": [
+        "grpo.max_steps=8", "warm_start.max_tasks=100", "env=locomo", "grpo.learning_rate=3e-4", "grpo.max_turns=6",
+        "grpo.max_completion_tokens=1920", "grpo.gradient_accumulation=2", "warm_start.save_steps=10",
+        "warm_start.max_stop_share=0.3", "warm_start.max_refines=0", "warm_start.stop_fallback_budget=8",
+        f"env_overrides={[*HARD_ENV, 'env.frontier_links=[turn, similar]', 'env.frontier_order=interleave']}",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_recipes_are_the_documented_runs(name):
+    """A recipe file trains exactly the run its README table came from: hard.yaml plus that command's overrides."""
+    recipe = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")
+    documented = load_config(TrainConfig, CONFIGS / "grpo" / "hard.yaml", [*RECIPES[name], f"run_name={name}"])
+    assert recipe.model_dump() == documented.model_dump()
+
+
+def test_the_quickstart_plays_the_synthetic_recipes_env():
+    """The quickstart trains on the env settings of the synthetic-hard recipe, so its policy reads the same layout."""
+    quickstart = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml")
+    recipe = load_config(TrainConfig, CONFIGS / "grpo" / "smollm-synthetic-hard.yaml")
+    assert (quickstart.env, quickstart.env_overrides) == (recipe.env, recipe.env_overrides)
 
 
 @pytest.mark.parametrize(
