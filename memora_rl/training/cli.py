@@ -18,7 +18,15 @@ TRAIN_EPILOG = override_keys_help(TrainConfig)
 
 
 def train(
-    config: Annotated[Path, typer.Option("--config", "-c", help="Training YAML, e.g. configs/grpo/quickstart.yaml.")],
+    config: Annotated[
+        Path,
+        typer.Option(
+            "--config",
+            "-c",
+            help="Training YAML: configs/grpo/quickstart.yaml, or a recipe of README's tables "
+            "(smollm-synthetic-hard.yaml, smollm-locomo.yaml).",
+        ),
+    ],
     overrides: Annotated[
         list[str] | None,
         typer.Argument(help="key=value overrides (keys below), e.g. grpo.max_steps=5 backend=transformers."),
