@@ -179,22 +179,24 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
     from memora_rl.env.oracle import Oracle
     from memora_rl.env.registry import make_env
 
-    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
-    tasks = warm_start_tasks(tasks, max_tasks or config.warm_start.max_tasks, config.seed)
     settings, grpo = config.warm_start, config.grpo
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
-    oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
-    with Progress(transient=True) as bar:
-        walks = [oracle.walk(task) for task in bar.track(tasks, description="oracle walks for the warm start")]
-    by_task = {task.id: task for task in tasks}
-    if settings.stop_fallback_budget > 0:
-        walks = [
-            walk if len(walk.actions) > 1 else fallback_walk(env, by_task[walk.task_id], walk, settings, config.seed)
-            for walk in walks
-        ]
-    walks = limit_bare_stops(walks, settings.max_stop_share)
-    episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
-    env.close()
+    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
+    with env:  # closed (its graph stores too) even when a walk fails
+        tasks = warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
+        oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
+        with Progress(transient=True) as bar:
+            walks = [oracle.walk(task) for task in bar.track(tasks, description="oracle walks for the warm start")]
+        by_task = {task.id: task for task in tasks}
+        if settings.stop_fallback_budget > 0:
+            walks = [
+                walk
+                if len(walk.actions) > 1
+                else fallback_walk(env, by_task[walk.task_id], walk, settings, config.seed)
+                for walk in walks
+            ]
+        walks = limit_bare_stops(walks, settings.max_stop_share)
+        episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
     logger.info("warm start: %d oracle episodes of %d tasks", len(episodes), len(tasks))
     return episodes
 
