@@ -611,7 +611,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
         with runs_root(args.runs_dir) as root:
             first_run = seed_config(args, args.seeds[0], root).output_dir if args.share_warm_start else None
             for seed in args.seeds:
-                trained = train_seed(args, seed, root)
+                trained = train_seed(args, seed, root, first_run)
                 training.append(training_summary(trained))
                 for name, metrics in evaluate_run(ctx, trained, max_new_tokens, args.skip_grpo, first_run).items():
                     per_policy.setdefault(name, []).append((seed, metrics))

@@ -118,8 +118,11 @@ def share_warm_start(first_run: Path, run_dir: Path) -> None:
     logger.info("sharing the warm start of %s with %s", first_run.name, run_dir.name)
 
 
-def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
-    """Train one seed's run, or reuse a finished one (`final/` exists) from `--runs-dir`."""
+def train_seed(args: argparse.Namespace, seed: int, root: Path, shared_warm_run: Path | None = None) -> TrainedRun:
+    """Train one seed's run, or reuse a finished one (`final/` exists) from `--runs-dir`.
+
+    `shared_warm_run` (`--share-warm-start`: the first seed's run folder) lends its finished warm start.
+    """
     from memora_rl.config import load_config
     from memora_rl.training.config import TrainConfig
     from memora_rl.training.run import latest_checkpoint, run
@@ -130,8 +133,8 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path) -> TrainedRun:
         return train_warm_start(config, seed)
     reused = finished_run(config)
     train_s = None
-    if args.share_warm_start and not reused and seed != args.seeds[0]:
-        share_warm_start(seed_config(args, args.seeds[0], root).output_dir, config.output_dir)
+    if shared_warm_run is not None and not reused and config.output_dir != shared_warm_run:
+        share_warm_start(shared_warm_run, config.output_dir)
     if reused:
         logger.info("seed %d: reusing the finished run %s", seed, config.output_dir)
     else:
