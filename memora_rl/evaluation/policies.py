@@ -217,7 +217,7 @@ def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int
 
 
 def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any, str | None]:
-    """An exported policy: its adapter hot-loaded into the server (and its served name), or in transformers."""
+    """An exported policy on a server (its merged weights if served, else its adapter hot-loaded), or in-process."""
     from memora_rl.llm.registry import load_tokenizer
     from memora_rl.policy.export_folder import load_export, load_export_model
     from memora_rl.policy.llm_policy import LLMPolicyConfig, TransformersPolicy, make_llm_policy
@@ -227,21 +227,26 @@ def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) 
     if base_url is None:
         model = load_export_model(export, merged=export.has_merged)
         return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer, None
-    from memora_rl.llm.server import load_lora_adapter, serves_weights_of
+    from memora_rl.llm.server import load_lora_adapter, served_name_of, serves_weights_of
 
-    base = export.manifest.base_model
-    if not serves_weights_of(base_url, base):  # a warm-started run's adapter belongs on the warm start
-        raise EvalError(
-            f"The server at {base_url} does not serve the base model of {export.path} ({base}); the adapter "
-            f"would run on other weights. Serve that model (`memora-rl serve --model {base}`) and pass its URL."
-        )
-    adapter_name = f"{spec.name}-{export.manifest.export_id}"
-    load_lora_adapter(base_url, adapter_name, export.adapter_dir.resolve(), inplace=True)
-    logger.info("Loaded the adapter of %s on %s as %r.", export.path, base_url, adapter_name)
+    served = served_name_of(base_url, str(export.merged_dir)) if export.has_merged else None
+    if served is not None:  # the merged weights, as `serve-memory --policy llm` plays them: no adapter needed
+        logger.info("%s serves the merged weights of %s as %r.", base_url, export.path, served)
+    else:
+        base = export.manifest.base_model
+        if not serves_weights_of(base_url, base):  # a warm-started run's adapter belongs on the warm start
+            raise EvalError(
+                f"The server at {base_url} does not serve the base model of {export.path} ({base}) or its merged "
+                f"weights; the adapter would run on other weights. Serve that model (`memora-rl serve --model "
+                f"{base}`) and pass its URL."
+            )
+        served = f"{spec.name}-{export.manifest.export_id}"
+        load_lora_adapter(base_url, served, export.adapter_dir.resolve(), inplace=True)
+        logger.info("Loaded the adapter of %s on %s as %r.", export.path, base_url, served)
     config = LLMPolicyConfig(
-        backend="server", model=adapter_name, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
+        backend="server", model=served, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
     )
-    return make_llm_policy(config), tokenizer, adapter_name
+    return make_llm_policy(config), tokenizer, served
 
 
 def token_counter(tokenizer: Any) -> Callable[[str], int]:

@@ -139,21 +139,29 @@ def served_lora_rank(rank: int) -> int:
     return next(allowed for allowed in (8, 16, 32, 64, 128, 256) if allowed >= rank)
 
 
-def serves_weights_of(base_url: str, model: str) -> bool:
-    """Whether the server's base model was loaded from `model`'s weights (a registry name or a folder).
+def served_name_of(base_url: str, model: str) -> str | None:
+    """Served name of the server's base model when vLLM loaded it from `model`'s weights, else None.
 
-    vLLM reports the path it loaded as the base entry's `root`; a served name without a root
-    (an older server) is taken on trust.
+    `model` is a registry name or a folder. vLLM reports the path it loaded as the base entry's
+    `root`; an entry without one (an older server) is matched by its served name.
     """
     from memora_rl.llm.registry import resolve_model
 
-    served = list_served_models(base_url)
-    roots = [str(entry.get("root") or entry["id"]) for entry in served if not entry.get("parent")]
     wanted = resolve_model(model)
-    for root in roots:
+    for entry in list_served_models(base_url):
+        if entry.get("parent"):
+            continue
+        root = str(entry.get("root") or entry["id"])
         if root in (model, wanted) or (Path(root).exists() and Path(root).resolve() == Path(wanted).resolve()):
-            return True
-    return not roots
+            return str(entry["id"])
+    return None
+
+
+def serves_weights_of(base_url: str, model: str) -> bool:
+    """Whether the server's base model was loaded from `model`'s weights (True for a server listing no base)."""
+    if served_name_of(base_url, model) is not None:
+        return True
+    return not [entry for entry in list_served_models(base_url) if not entry.get("parent")]
 
 
 def wait_healthy(base_url: str, timeout_s: float) -> None:

@@ -88,3 +88,26 @@ def test_export_on_a_server_of_other_weights_is_refused(tmp_path, tiny_model_dir
                         base_url=vllm_server.base_url, env_overrides=["env.max_steps=1"])  # fmt: skip
     with pytest.raises(EvalError, match="does not serve the base model"):
         run_eval(config)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_export_whose_merged_weights_are_served_plays_them_without_an_adapter(tmp_path, tiny_model_dir, vllm_server):
+    """A server of the export's merged weights (what `serve-memory --policy llm` plays) is used as it is."""
+    from memora_rl.export.writer import ExportRequest, export_run
+    from memora_rl.llm.server import list_served_models
+    from memora_rl.policy.export_folder import MANIFEST_FILE
+
+    export = export_run(
+        ExportRequest(run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none")
+    )
+    manifest = json.loads((export.path / MANIFEST_FILE).read_text())
+    (export.path / MANIFEST_FILE).write_text(json.dumps({**manifest, "merged": True}))
+    (export.path / "merged").symlink_to(tiny_model_dir)  # the served folder stands for the merged weights
+    adapters_before = {m["id"] for m in list_served_models(vllm_server.base_url) if m.get("parent")}
+    config = EvalConfig(env="synthetic", policy=str(export.path), limit=1, out=tmp_path / "eval",
+                        base_url=vllm_server.base_url, env_overrides=["env.max_steps=1"])  # fmt: skip
+    run_eval(config)
+    assert read_records(tmp_path / "eval")[0].steps == 1
+    adapters_after = {m["id"] for m in list_served_models(vllm_server.base_url) if m.get("parent")}
+    assert adapters_after == adapters_before  # no adapter hot-loaded

@@ -205,7 +205,7 @@ def test_served_weights_are_checked_before_rollouts_use_them(vllm_server: object
                                                              tmp_path: Path) -> None:  # fmt: skip
     """GRPO attached to a server of other weights (the plain base, not the warm start) fails before training."""
     from memora_rl.errors import ConfigError
-    from memora_rl.llm.server import serves_weights_of
+    from memora_rl.llm.server import served_name_of, serves_weights_of
     from memora_rl.training.config import TrainConfig
     from memora_rl.training.run import vllm_server as rollout_server
 
@@ -214,6 +214,8 @@ def test_served_weights_are_checked_before_rollouts_use_them(vllm_server: object
     assert serves_weights_of(vllm_server.base_url, "smollm2-135m-instruct")
     assert serves_weights_of(vllm_server.base_url, str(tiny_model_dir))
     assert not serves_weights_of(vllm_server.base_url, str(warm))
+    assert served_name_of(vllm_server.base_url, str(tiny_model_dir)) == vllm_server.model
+    assert served_name_of(vllm_server.base_url, str(warm)) is None
     same = TrainConfig(server={"url": vllm_server.base_url})
     with rollout_server(same) as url:
         assert url == vllm_server.base_url
