@@ -1,0 +1,36 @@
+"""The service load benchmark runs end to end at a small size against a real `serve-memory` process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def table_rows(stdout: str) -> dict[tuple[str, int], list[str]]:
+    """The printed Markdown table's data rows by (what, clients), as their cells."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("|") and len(cells) > 2 and cells[1].isdigit():
+            rows[(cells[0], int(cells[1]))] = cells
+    return rows
+
+
+@pytest.mark.slow
+def test_service_load_benchmark_small(tmp_path: Path) -> None:
+    args = ["--entries", "300", "--requests", "6", "--concurrency", "1", "3", "--policies", "semantic",
+            "--ingest-batches", "1", "--locomo", str(tmp_path / "absent.json"), "--workdir", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "service_load.py"), *args],
+                          capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+    rows = table_rows(done.stdout)
+    one, three = rows[("retrieve, semantic, 300 entries", 1)], rows[("retrieve, semantic, 300 entries", 3)]
+    assert one[5] == "1.00"  # throughput growth is over the fewest clients' row itself
+    assert float(three[5]) == pytest.approx(float(three[4]) / float(one[4]), rel=0.1)  # req/s are rounded
+    assert one[6] == three[6] == "0/6"  # no errors
+    assert float(one[2]) > 0 and float(one[7]) > 0  # latency and server CPU measured
+    assert ("ingest, 10 turns/batch", 4) in rows and ("GET /healthz (HTTP floor)", 3) in rows
