@@ -12,11 +12,12 @@ from memora_rl.embedding import Embedder
 from memora_rl.env.config import EnvConfig
 from memora_rl.memory.records import Episode
 from memora_rl.policy.base import Policy
+from memora_rl.serve.checks import warn_if_not_the_export, warn_if_policy_context_short
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.graphs import GraphRegistry
 from memora_rl.serve.ingest import ingest_batch
 from memora_rl.serve.live_judge import LiveJudge
-from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve, walk_env
+from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve
 from memora_rl.serve.schemas import IngestRequest, IngestResponse, RetrieveRequest, RetrieveResponse
 
 logger = logging.getLogger(__name__)
@@ -46,20 +47,6 @@ def served_env(config: ServeConfig) -> EnvConfig:
         logger.warning("The export %s names no training env; walks use the default env settings.", config.export)
         return EnvConfig()
     return resolve_env_spec(manifest.env, manifest.env_overrides).env
-
-
-def warn_if_policy_context_short(config: ServeConfig, base: EnvConfig) -> None:
-    """At start, warn when the policy server's context cannot hold a walk at the default budget (or is unreachable)."""
-    from memora_rl.errors import MemoraError
-    from memora_rl.policy.llm_policy import LLMPolicyConfig
-    from memora_rl.policy.served_context import warn_if_context_short
-
-    env_config = walk_env(base, config.budget, config.top_k)
-    max_new_tokens = LLMPolicyConfig.model_fields["max_new_tokens"].default  # what make_policy's policy uses
-    try:
-        warn_if_context_short(config.llm_base_url or "", config.llm_model or "", env_config, None, max_new_tokens)
-    except MemoraError as error:
-        logger.warning("Could not check the policy server's context length: %s", error)
 
 
 def make_ingest_builder(config: ServeConfig, embedder: Embedder | None) -> Builder:
@@ -95,6 +82,7 @@ class MemoryService:
             self.env = self.env.model_copy(update={"frontier_limit": 0})
         if policy is None and config.policy == "llm":
             warn_if_policy_context_short(config, self.env)
+            warn_if_not_the_export(config)
         self.builder = make_ingest_builder(config, embedder)
         self.judge = LiveJudge(self.env.judge)
 

@@ -47,8 +47,9 @@ def test_a_chat_past_the_servers_context_fails_naming_max_model_len(vllm_server)
 def test_serve_memory_warns_at_start_when_the_policy_server_is_short_for_its_walks(vllm_server, caplog, tmp_path):
     """serve-memory's walks at budget 6 take 8 steps, past the session server's 4096 tokens; budget 2 fits."""
     from memora_rl.memory import open_store
+    from memora_rl.serve.checks import warn_if_policy_context_short
     from memora_rl.serve.config import ServeConfig
-    from memora_rl.serve.service import served_env, warn_if_policy_context_short
+    from memora_rl.serve.service import served_env
 
     store = tmp_path / "graphs.sqlite"
     open_store(store).close()

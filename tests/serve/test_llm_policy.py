@@ -119,3 +119,30 @@ def test_an_export_needs_the_llm_policy(friends_store: Path, tmp_path: Path) -> 
 
     with pytest.raises(ConfigError, match="policy=llm"):
         ServeConfig(stores=[friends_store], policy="semantic", export=tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_serve_memory_warns_at_start_when_the_served_name_is_missing_or_not_the_export(
+    friends_store: Path, tmp_path: Path, vllm_server, caplog
+) -> None:
+    """A served name the server lacks, or one served from other weights than the export's, is said at start."""
+    import logging
+
+    from memora_rl.serve.checks import warn_if_not_the_export
+    from memora_rl.serve.config import ServeConfig
+
+    other = _export_folder(tmp_path / "other", "synthetic", [])
+    ours = _export_folder(tmp_path / "ours", "synthetic", [])
+    root = next(m["root"] for m in httpx.get(f"{vllm_server.base_url}/models").json()["data"] if not m.get("parent"))
+    (ours / "merged").symlink_to(root)  # this export's merged model is the folder the server loaded
+    cases = [("absent-model", None, "does not serve 'absent-model'"), (vllm_server.model, other, "not from the export"),
+             (vllm_server.model, ours, None), (vllm_server.model, None, None)]  # fmt: skip
+    for name, export, said in cases:
+        config = ServeConfig(stores=[friends_store], policy="llm", llm_base_url=vllm_server.base_url, llm_model=name,
+                             export=export)  # fmt: skip
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="memora_rl.serve.checks"):
+            warned = warn_if_not_the_export(config)
+        assert warned is (said is not None), (name, export)
+        assert said is None or said in caplog.text, caplog.text
