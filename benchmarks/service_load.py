@@ -8,8 +8,10 @@ The baseline, measured in the same run, is the same graph's semantic search call
 (query embedding + fused search + entry reads, no HTTP, no env): the ratio column is a row's
 p50 over it. Each row also gives the server's CPU time per request (from /proc, Linux): with closed-loop
 clients p50 is about clients / throughput, and throughput is bounded by the cores over that CPU time.
-With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too. `--workers 1 2`
-loads each policy once per worker-process count (`serve-memory --workers`).
+With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too; with
+`--llm-export E --llm-dtypes float32 bfloat16` the benchmark serves E's merged model itself, once per
+dtype, so both are measured in one run. `--workers 1 2` loads each policy once per worker-process count
+(`serve-memory --workers`).
 
     python benchmarks/service_load.py --entries 10000 --requests 160
 """
@@ -23,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import httpx
@@ -271,6 +275,50 @@ def print_table(rows: list[dict], base: dict) -> None:
               f"{row['p50'] / base['p50']:.2f} |")  # fmt: skip
 
 
+@contextmanager
+def served_export(export: Path, dtype: str) -> Iterator[list[str]]:
+    """A vLLM server of `export`'s merged model in `dtype`; yields serve-memory's arguments for policy=llm."""
+    from memora_rl.llm.server import ServerConfig, VLLMServer
+
+    config = ServerConfig(model=str(export / "merged"), served_name="policy", dtype=dtype, enable_lora=False)
+    with VLLMServer(config) as server:
+        endpoint = ["--llm-base-url", server.base_url, "--llm-model", server.model]
+        yield ["--policy", "llm", *endpoint, "--export", str(export)]
+
+
+def policy_servers(args: argparse.Namespace) -> list[tuple[str, AbstractContextManager[list[str]]]]:
+    """(row name, context giving serve-memory's policy arguments) for each policy the run loads."""
+    policies: list[tuple[str, AbstractContextManager[list[str]]]] = [
+        (name, nullcontext(["--policy", name])) for name in args.policies
+    ]
+    if args.llm_base_url and args.llm_model:
+        export = ["--export", str(args.llm_export)] if args.llm_export else []
+        llm = ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model, *export]
+        policies.append(("llm", nullcontext(llm)))
+    policies += [(f"llm ({dtype})", served_export(args.llm_export, dtype)) for dtype in args.llm_dtypes]
+    return policies
+
+
+def server_rows(
+    args: argparse.Namespace, server: Server, name: str, workers: int, number: int, locomo: tuple[str, list[str]] | None
+) -> list[dict]:
+    """One serve-memory process's rows: retrieves per graph, then (first baseline only) the HTTP floor and ingest."""
+    requests = args.llm_requests if name.startswith("llm") else args.requests  # an LLM walk takes seconds, not ms
+    suffix = workers_label(workers)
+    start = number * len(args.concurrency) * args.requests
+    label = f"retrieve, {name}, {args.entries} entries{suffix}"
+    rows = retrieve_rows(server, label, GRAPH, questions(args.requests), args.concurrency, requests, start)
+    if locomo is not None:
+        label = f"retrieve, {name}, LoCoMo {locomo[0]}{suffix}"
+        rows += retrieve_rows(server, label, locomo[0], locomo[1], args.concurrency[:2], requests, start)
+    if args.policies and name == args.policies[0]:
+        rows += [{"what": f"GET /healthz (HTTP floor){suffix}", "concurrency": level,
+                  **server.measure("/healthz", [{}] * args.requests, level)}
+                 for level in args.concurrency]  # fmt: skip
+        rows += ingest_rows(server, args.ingest_batches, args.ingest_turns, [1, 4], workers)
+    return rows
+
+
 def main() -> None:
     """Build the graph, measure the baseline, then load each policy's server and the ingest path."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -282,6 +330,8 @@ def main() -> None:
     parser.add_argument("--llm-base-url", default=None, help="also serve policy=llm from this endpoint (.../v1)")
     parser.add_argument("--llm-model", default=None, help="served name of the exported policy")
     parser.add_argument("--llm-export", type=Path, default=None, help="that export's folder (its training env layout)")
+    parser.add_argument("--llm-dtypes", nargs="*", default=[], choices=["float32", "bfloat16"],
+                        help="serve --llm-export's merged model with vLLM in each dtype, one at a time")  # fmt: skip
     parser.add_argument("--llm-requests", type=int, default=32, help="retrieves per concurrency level of policy=llm")
     parser.add_argument("--ingest-batches", type=int, default=24, help="ingest batches per concurrency level")
     parser.add_argument("--ingest-turns", type=int, default=10, help="turns per ingest batch")
@@ -291,6 +341,10 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="folder of the store (default: a temp dir)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="serve-memory --workers values to load")
     args = parser.parse_args()
+    if args.llm_dtypes and args.llm_export is None:
+        parser.error("--llm-dtypes serves --llm-export's merged model: pass --llm-export too.")
+    if args.llm_dtypes and not (args.llm_export / "merged" / "config.json").is_file():
+        parser.error(f"--llm-export {args.llm_export} holds no merged model; export it with `memora-rl export --merge`")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="service_load_"))
     store = workdir / "service.sqlite"
     if not store.exists():
@@ -300,29 +354,15 @@ def main() -> None:
     if args.locomo is not None and args.locomo.is_file():
         locomo = build_locomo(workdir / "locomo.sqlite", args.locomo)
         stores.append(workdir / "locomo.sqlite")
-    policies = [(name, ["--policy", name]) for name in args.policies]
-    if args.llm_base_url and args.llm_model:
-        export = ["--export", str(args.llm_export)] if args.llm_export else []
-        llm = ["--policy", "llm", "--llm-base-url", args.llm_base_url, "--llm-model", args.llm_model, *export]
-        policies.append(("llm", llm))
-    servers = [(name, policy_args, workers) for name, policy_args in policies for workers in args.workers]
     rows: list[dict] = []
-    synthetic_texts = questions(args.requests)
-    for number, (name, policy_args, workers) in enumerate(servers):
-        requests = args.llm_requests if name == "llm" else args.requests  # an LLM walk takes seconds, not ms
-        suffix = workers_label(workers)
-        with Server(stores, [*policy_args, "--workers", str(workers)], free_port(), args.start_timeout) as server:
-            label = f"retrieve, {name}, {args.entries} entries{suffix}"
-            start = number * len(args.concurrency) * args.requests  # each server's questions are its own
-            rows += retrieve_rows(server, label, GRAPH, synthetic_texts, args.concurrency, requests, start)
-            if locomo is not None:
-                label = f"retrieve, {name}, LoCoMo {locomo[0]}{suffix}"
-                rows += retrieve_rows(server, label, locomo[0], locomo[1], args.concurrency[:2], requests, start)
-            if args.policies and name == args.policies[0]:
-                rows += [{"what": f"GET /healthz (HTTP floor){suffix}", "concurrency": level,
-                          **server.measure("/healthz", [{}] * args.requests, level)}
-                         for level in args.concurrency]  # fmt: skip
-                rows += ingest_rows(server, args.ingest_batches, args.ingest_turns, [1, 4], workers)
+    number = 0  # each server's questions are its own
+    for name, endpoint in policy_servers(args):
+        with endpoint as policy_args:
+            for workers in args.workers:
+                command = [*policy_args, "--workers", str(workers)]
+                with Server(stores, command, free_port(), args.start_timeout) as server:
+                    rows += server_rows(args, server, name, workers, number, locomo)
+                number += 1
     print_table(rows, base)
 
 

@@ -69,24 +69,30 @@ def serve(
     dtype: Annotated[str | None, config_option(ServerConfig, "dtype")] = None,
     served_name: Annotated[str | None, config_option(ServerConfig, "served_name")] = None,
     max_lora_rank: Annotated[int | None, config_option(ServerConfig, "max_lora_rank")] = None,
+    enable_lora: Annotated[
+        bool | None, config_option(ServerConfig, "enable_lora", "--enable-lora/--no-enable-lora")
+    ] = None,
     max_model_len: Annotated[int | None, config_option(ServerConfig, "max_model_len")] = None,
     log_path: Annotated[Path | None, config_option(ServerConfig, "log_path", "--log")] = None,
     startup_timeout_s: Annotated[
         float | None, config_option(ServerConfig, "startup_timeout_s", "--startup-timeout")
     ] = None,
 ) -> None:
-    """Serve a model with vLLM (OpenAI-compatible, runtime LoRA on) until Ctrl-C."""
+    """Serve a model with vLLM (OpenAI-compatible, runtime LoRA on unless --no-enable-lora) until Ctrl-C."""
     from pydantic import ValidationError
 
     from memora_rl.llm.server import VLLMServer, load_lora_adapter
 
     adapters = [parse_lora_spec(spec) for spec in lora or []]
+    if adapters and enable_lora is False:
+        raise ConfigError("--lora loads adapters at start, which --no-enable-lora turns off; drop one of them.")
     options = given(
         model=model,
         served_name=served_name,
         port=port,
         dtype=dtype,
         max_lora_rank=max_lora_rank,
+        enable_lora=enable_lora,
         max_model_len=max_model_len,
         log_path=log_path,
         startup_timeout_s=startup_timeout_s,

@@ -68,7 +68,8 @@ class ServerConfig(StrictModel):
     """CUDA only: share of GPU memory the server may take (None: vLLM's own default; a training run that
     starts its server uses `TRAINER_GPU_SHARE`, since the trainer shares the card)."""
     enable_lora: bool = True
-    """Serve LoRA adapters loaded at runtime (`/v1/load_lora_adapter`)."""
+    """Serve LoRA adapters loaded at runtime (`/v1/load_lora_adapter`). Off for a merged export served on its own:
+    vLLM's LoRA paths then cost nothing (README, memory service)."""
     max_lora_rank: int = Field(default=16, ge=1)
     """Largest LoRA rank the server accepts (vLLM allows 8, 16, 32, 64, ...)."""
     kv_cache_gb: float = Field(default=2.0, gt=0)

@@ -34,3 +34,16 @@ def test_service_load_benchmark_small(tmp_path: Path) -> None:
     assert one[6] == three[6] == "0/6"  # no errors
     assert float(one[2]) > 0 and float(one[7]) > 0  # latency and server CPU measured
     assert ("ingest, 10 turns/batch", 4) in rows and ("GET /healthz (HTTP floor)", 3) in rows
+
+
+def test_llm_dtypes_need_an_export_with_a_merged_model(tmp_path: Path) -> None:
+    """--llm-dtypes serves the export's merged model: without one, the run stops before it builds anything."""
+    base = [sys.executable, str(BENCHMARKS / "service_load.py"), "--entries", "50", "--requests", "2",
+            "--policies", "--locomo", str(tmp_path / "absent.json"), "--workdir", str(tmp_path),
+            "--llm-dtypes", "bfloat16"]  # fmt: skip
+    no_export = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert no_export.returncode == 2 and "pass --llm-export too" in no_export.stderr
+    (tmp_path / "export").mkdir()
+    unmerged = subprocess.run([*base, "--llm-export", str(tmp_path / "export")], capture_output=True, text=True,
+                              timeout=300)  # fmt: skip
+    assert unmerged.returncode == 2 and "holds no merged model" in unmerged.stderr and "--merge" in unmerged.stderr

@@ -56,3 +56,18 @@ def test_lora_spec_parsing(tmp_path: Path) -> None:
         parse_lora_spec(f"policy={tmp_path / 'missing'}")
     with pytest.raises(ConfigError, match="is not name=path"):
         parse_lora_spec("=somewhere")
+
+
+def test_adapters_at_start_need_lora_on(tmp_path: Path) -> None:
+    (tmp_path / "adapter_config.json").write_text("{}")
+    result = _cli("serve", "--model", "smollm2-135m-instruct", "--lora", f"policy={tmp_path}", "--no-enable-lora")
+    assert result.returncode == 1 and "--no-enable-lora turns off" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_lora_off_drops_the_server_flag() -> None:
+    """A merged export served alone: vLLM starts without --enable-lora (its LoRA paths cost time per step)."""
+    from memora_rl.llm.server import ServerConfig, VLLMServer
+
+    assert "--enable-lora" in VLLMServer(ServerConfig()).command("model-folder")
+    assert "--enable-lora" not in VLLMServer(ServerConfig(enable_lora=False)).command("model-folder")
