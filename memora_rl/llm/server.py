@@ -141,29 +141,38 @@ def served_lora_rank(rank: int) -> int:
     return next(allowed for allowed in (8, 16, 32, 64, 128, 256) if allowed >= rank)
 
 
-def served_name_of(base_url: str, model: str) -> str | None:
-    """Served name of the server's base model when vLLM loaded it from `model`'s weights, else None.
+def same_folder(root: str, folder: str | Path) -> bool:
+    """Whether a served entry's `root` (the path vLLM loaded it from) is `folder`, symlinks resolved."""
+    return Path(root).exists() and Path(root).resolve() == Path(folder).resolve()
 
-    `model` is a registry name or a folder. vLLM reports the path it loaded as the base entry's
-    `root`; an entry without one (an older server) is matched by its served name.
+
+def _base_loaded_from(served: list[dict[str, Any]], model: str) -> str | None:
+    """Served name of the base entry of `served` that vLLM loaded from `model`'s weights, else None.
+
+    vLLM reports the path it loaded as the base entry's `root`; an entry without one (an older
+    server) is matched by its served name.
     """
     from memora_rl.llm.registry import resolve_model
 
     wanted = resolve_model(model)
-    for entry in list_served_models(base_url):
+    for entry in served:
         if entry.get("parent"):
             continue
         root = str(entry.get("root") or entry["id"])
-        if root in (model, wanted) or (Path(root).exists() and Path(root).resolve() == Path(wanted).resolve()):
+        if root in (model, wanted) or same_folder(root, wanted):
             return str(entry["id"])
     return None
 
 
+def served_name_of(base_url: str, model: str) -> str | None:
+    """Served name of the server's base model when vLLM loaded it from `model`'s weights (registry name or folder)."""
+    return _base_loaded_from(list_served_models(base_url), model)
+
+
 def serves_weights_of(base_url: str, model: str) -> bool:
     """Whether the server's base model was loaded from `model`'s weights (True for a server listing no base)."""
-    if served_name_of(base_url, model) is not None:
-        return True
-    return not [entry for entry in list_served_models(base_url) if not entry.get("parent")]
+    served = list_served_models(base_url)
+    return _base_loaded_from(served, model) is not None or all(entry.get("parent") for entry in served)
 
 
 def wait_healthy(base_url: str, timeout_s: float) -> None:

@@ -7,7 +7,6 @@ would otherwise show up only as failed or wrong walks once requests come in.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from memora_rl.env.config import EnvConfig
 from memora_rl.serve.config import ServeConfig
@@ -38,7 +37,7 @@ def warn_if_not_the_export(config: ServeConfig) -> bool:
     the context check's warning.
     """
     from memora_rl.errors import MemoraError
-    from memora_rl.llm.server import list_served_models
+    from memora_rl.llm.server import list_served_models, same_folder
 
     try:
         served = list_served_models(config.llm_base_url or "")
@@ -55,8 +54,8 @@ def warn_if_not_the_export(config: ServeConfig) -> bool:
     from memora_rl.policy.export_folder import load_export
 
     export = load_export(config.export)
-    root = Path(str(entry["root"])).resolve()
-    if root in (export.merged_dir.resolve(), export.adapter_dir.resolve()):
+    root = str(entry["root"])
+    if same_folder(root, export.merged_dir) or same_folder(root, export.adapter_dir):
         return False
     logger.warning(
         "%r on %s is served from %s, not from the export %s (its merged/ or adapter/): walks would play other "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.scripts import BENCHMARKS
 
 
 def table_rows(stdout: str) -> dict[tuple[str, int], list[str]]:
