@@ -43,6 +43,7 @@ def _register_subcommands() -> None:
     from memora_rl.data.cli import data_app
     from memora_rl.env.cli import env_app
     from memora_rl.evaluation.cli import eval_app
+    from memora_rl.experiments.cli import experiment_app
     from memora_rl.export.cli import export
     from memora_rl.llm.cli import models_app, serve
     from memora_rl.serve.cli import serve_memory
@@ -56,6 +57,7 @@ def _register_subcommands() -> None:
     app.add_typer(graph_app, name="graph")
     app.add_typer(env_app, name="env")
     app.command("train", epilog=TRAIN_EPILOG)(train)
+    app.add_typer(experiment_app, name="experiment")
     app.command("quickstart")(quickstart)
     app.command("serve-memory")(serve_memory)
 

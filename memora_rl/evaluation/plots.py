@@ -1,8 +1,8 @@
-"""PNG plots of evaluation runs: per-category bars, recall against context tokens, latency CDF."""
+"""PNG plots of evaluation runs: per-category bars, recall against context tokens, latency CDF, policies on curves."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -86,3 +86,50 @@ def plot_latency_cdf(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> P
     axes.set_ylabel("share of questions")
     axes.set_title("latency CDF")
     return _save(figure, axes, path)
+
+
+def plot_policies_on_curves(
+    curves: Mapping[str, Sequence[tuple[float, float, str]]],
+    points: Mapping[str, tuple[float, float, float | None, float | None]],
+    seed_points: Mapping[str, Sequence[tuple[float, float]]],
+    path: Path,
+    title: str,
+) -> Path:
+    """Baseline curves (lines, each point labelled with its setting) and one marker per policy.
+
+    Args:
+        curves: name -> [(tokens, recall, label)] (e.g. "k=3", "b=6").
+        points: policy -> (mean tokens, mean recall, tokens std or None, recall std or None).
+        seed_points: policy -> per-seed (tokens, recall), drawn small behind the mean.
+        path: The PNG to write.
+        title: Figure title.
+    """
+    figure, axes = plt.subplots(figsize=(7.5, 5))
+    for name, curve in curves.items():
+        ordered = sorted(curve)
+        line = axes.plot([p[0] for p in ordered], [p[1] for p in ordered], marker="o", ms=4, lw=1.2, label=name)[0]
+        for x, y, label in ordered:
+            axes.annotate(label, (x, y), textcoords="offset points", xytext=(3, -9), fontsize=7, color=line.get_color())
+    markers = iter("DsP^v*Xh<>")
+    for name, (x, y, x_std, y_std) in points.items():
+        marker = next(markers, "D")
+        if x_std is not None or y_std is not None:
+            drawn = axes.errorbar(
+                [x], [y], xerr=[x_std or 0.0], yerr=[y_std or 0.0], fmt=marker, ms=8, mec="black", capsize=3, label=name
+            )
+            colour = drawn[0].get_color()
+        else:
+            colour = axes.plot([x], [y], marker, ms=8, mec="black", label=name)[0].get_color()
+        seeds = seed_points.get(name, ())
+        if len(seeds) > 1:
+            axes.scatter([p[0] for p in seeds], [p[1] for p in seeds], s=14, alpha=0.45, color=colour)
+    axes.set_xlabel("mean context tokens")
+    axes.set_ylabel("mean evidence recall")
+    axes.set_title(title, fontsize=10)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

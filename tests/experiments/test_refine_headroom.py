@@ -1,18 +1,13 @@
-"""benchmarks/refine_headroom.py: the ways to choose a refine, the lottery counts, the stop bounds, and a real run."""
+"""`memora-rl experiment refine-headroom`: ways to choose a refine, lottery counts, stop bounds, a real run."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import refine_headroom  # noqa: E402
-from refine_headroom import TaskProbe  # noqa: E402
+import memora_rl.experiments.refine_headroom as refine_headroom
+from memora_rl.experiments.refine_headroom import TaskProbe
 
 
 def _probes() -> list[TaskProbe]:
@@ -68,17 +63,23 @@ def test_bad_options_name_the_fix(capsys):
 
 
 @pytest.mark.slow
-def test_a_real_run_on_the_tiny_config_writes_every_probe(tmp_path, capsys):
+def test_a_real_run_on_the_tiny_config_writes_every_probe(tmp_path):
+    from typer.testing import CliRunner
+
+    from memora_rl.cli import app
+
     out = tmp_path / "headroom.json"
-    report = refine_headroom.main(
-        ["--config", "configs/grpo/tiny.yaml", "--split", "test", "--limit", "4", "--semantic-k", "2", "3", "5",
-         "--adaptive-at", "3", "--rules", "2:5", "--out", str(out)]
+    result = CliRunner().invoke(
+        app,
+        ["experiment", "refine-headroom", "--config", "configs/grpo/tiny.yaml", "--split", "test", "--limit", "4",
+         "--semantic-k", "2", "3", "5", "--adaptive-at", "3", "--rules", "2:5", "--out", str(out)],
     )  # fmt: skip
-    assert json.loads(out.read_text())["choices"] == report["choices"]
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
     assert len(report["probes"]) == 4 and report["lottery"]["tasks"] == 4
     choices = report["choices"]
     gold = next(value for name, value in choices.items() if name.startswith("refine, gold choice"))
     uniform = choices["refine, uniform choice (mean over queries)"]
     assert gold["recall"] >= uniform["recall"] >= 0.0
     assert choices["after reset (G0), stop"]["recall"] == pytest.approx(report["semantic"]["3"]["recall"])
-    assert "| refine with visible query #1 |" in capsys.readouterr().out
+    assert "| refine with visible query #1 |" in result.output and report["table"] in result.output

@@ -18,10 +18,10 @@ A second table asks what stopping early could buy with a smaller first search: t
 number of semantic hits per task at the mean tokens of `--adaptive-at`'s k (an upper bound), and
 a visible rule (stop at `a` hits when every content word of the question is shown, else take `b`).
 
-    python benchmarks/refine_headroom.py --env locomo --split test
+    memora-rl experiment refine-headroom --env locomo --split validation
 
 The env's settings come from `--config`'s `env` and `env_overrides` (the trained policy's), context
-tokens are counted with its model's tokenizer, as `benchmarks/learning.py` counts them.
+tokens are counted with its model's tokenizer, as the learning experiment counts them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import argparse
 import json
 import logging
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +38,9 @@ from typing import Any
 
 from rich.progress import track
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memora_rl.experiments.learning.margins import dominating_point
 
-from learning_curve import interpolate_at
-
-logger = logging.getLogger("refine_headroom")
+logger = logging.getLogger(__name__)
 STOP = '{"action": "stop"}'
 _QUESTION_WORDS = frozenset({"what", "when", "who", "whom", "which", "how", "why", "where", "did", "does", "do", "has"})
 
@@ -61,8 +58,12 @@ class TaskProbe:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The benchmark's options."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The experiment's options."""
+    parser = argparse.ArgumentParser(
+        prog="memora-rl experiment refine-headroom",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--config", type=Path, default=Path("configs/grpo/hard.yaml"), help="Training config.")
     parser.add_argument("--env", default=None, help="Env name instead of the config's (memora-rl env list).")
     parser.add_argument("--split", default="test", help="Task split: train, validation, test or all.")
@@ -224,18 +225,24 @@ def shown_text(env: Any, task: Any) -> str:
 
 
 def table(rows: dict[str, tuple[float, float]], curve: list[tuple[float, float]]) -> list[str]:
-    """Markdown rows: recall, tokens, semantic at those tokens and the margin."""
-    lines = ["| choice | recall | context tokens | semantic at the same tokens | margin |", "|---|---|---|---|---|"]
+    """Markdown rows: recall, tokens, and the margin over semantic's cheapest point with at least those tokens."""
+    points = [{"context_tokens": tokens, "evidence_recall": recall} for tokens, recall in curve]
+    lines = ["| choice | recall | context tokens | semantic at >= its tokens | margin |", "|---|---|---|---|---|"]
     for name, (recall, tokens) in rows.items():
-        semantic, inside = interpolate_at(curve, tokens)
-        mark = "" if inside else "*"
-        lines.append(f"| {name} | {recall:.3f} | {tokens:.1f} | {semantic:.3f}{mark} | {recall - semantic:+.3f} |")
+        point = dominating_point(points, tokens)
+        if point is None:
+            lines.append(f"| {name} | {recall:.3f} | {tokens:.1f} | n/a (add a larger k) | n/a |")
+            continue
+        semantic = point["evidence_recall"]
+        lines.append(
+            f"| {name} | {recall:.3f} | {tokens:.1f} | {semantic:.3f} at {point['context_tokens']:.0f} "
+            f"| {recall - semantic:+.3f} |"
+        )
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Probe every task, print the tables, and return (and optionally write) the report."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    """Probe every task and return (and optionally write) the report; its `table` is the Markdown to show."""
     args = parse_args(argv)
     from memora_rl.config import load_config
     from memora_rl.env.registry import make_env
@@ -273,10 +280,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"share of their queries that gain: {counts['winning_share']:.2f}",
         "",
         *table(stops, curve),
-        "(* outside semantic's curve: its nearest end)",
     ]
-    print("\n".join(lines))
     report = {
+        "table": "\n".join(lines),
         "env": config.env,
         "split": args.split,
         "semantic": {str(k): {"tokens": t, "recall": r} for k, (t, r) in zip(sorted(runs), curve, strict=True)},
@@ -289,7 +295,3 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1))
     return report
-
-
-if __name__ == "__main__":
-    main()

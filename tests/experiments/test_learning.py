@@ -1,5 +1,5 @@
-"""benchmarks/learning.py: its pure parts (aggregation, curve reading, action mix, tables), the generator choice,
-the vLLM evaluation path on the session server, and a skip-train smoke."""
+"""The learning experiment: its pure parts (aggregation, action mix, tables), the generator choice, the caches,
+the vLLM evaluation path on the session server, and a skip-train smoke of `memora-rl experiment learning`."""
 
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ from typing import Any
 
 import pytest
 
+import memora_rl.experiments.learning.experiment as learning
+import memora_rl.experiments.learning.play as learning_play
+import memora_rl.experiments.learning.report as learning_report
+import memora_rl.experiments.learning.runs as learning_runs
+from memora_rl.experiments.learning.margins import dominance_rows
+from memora_rl.experiments.learning.options import parse_args
+from memora_rl.experiments.learning.report import BASE, GRPO, HEURISTIC, ORACLE, SEMANTIC, WARM
 from tests.adapter_fixtures import make_random_adapter
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import learning  # noqa: E402
-import learning_report  # noqa: E402
-import learning_runs  # noqa: E402
-from learning_curve import interpolate_at  # noqa: E402
-from learning_report import BASE, GRPO, HEURISTIC, ORACLE, SEMANTIC, WARM  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 TINY_MODEL = "smollm2-135m-instruct"
 
@@ -69,7 +69,7 @@ def _tasks(count: int) -> list[SimpleNamespace]:
 
 @pytest.fixture
 def scripted_eval(monkeypatch: pytest.MonkeyPatch) -> ScriptedEval:
-    ctx = learning.EvalContext(
+    ctx = learning_play.EvalContext(
         env=None, tasks=_tasks(3), tokenizer=None, env_name="synthetic", env_overrides=[], max_turns=4, llm_turns=4,
         batch=8,
     )  # fmt: skip
@@ -144,57 +144,26 @@ def test_paired_gain_uses_the_spread_of_per_seed_gains():
         learning_report.paired_gain([0.5], [0.4, 0.5])
 
 
-def test_interpolate_at_reads_between_points_and_clamps_outside():
-    curve = [(300.0, 0.9), (100.0, 0.5), (200.0, 0.7)]  # any order
-    assert interpolate_at(curve, 150.0) == (pytest.approx(0.6), True)
-    assert interpolate_at(curve, 200.0) == (pytest.approx(0.7), True)
-    assert interpolate_at(curve, 100.0) == (pytest.approx(0.5), True)
-    assert interpolate_at(curve, 50.0) == (0.5, False)
-    assert interpolate_at(curve, 1000.0) == (0.9, False)
-    assert interpolate_at([(100.0, 0.4), (100.0, 0.6), (200.0, 1.0)], 150.0)[0] == pytest.approx(0.75)  # ties averaged
-    with pytest.raises(ValueError):
-        interpolate_at([], 10.0)
-    with pytest.raises(ValueError):
-        interpolate_at(curve, float("nan"))
-
-
-def test_equal_token_rows_give_each_policy_its_margin_over_each_curve():
-    curves = {
-        "semantic": [
-            {"context_tokens": 100.0, "evidence_recall": 0.4},
-            {"context_tokens": 300.0, "evidence_recall": 0.8},
-        ],
-        "heuristic": [
-            {"context_tokens": 250.0, "evidence_recall": 0.9},
-            {"context_tokens": 400.0, "evidence_recall": 1.0},
-        ],
-    }
-    rows = learning_report.equal_token_rows({"GRPO": {"context_tokens": 200.0, "evidence_recall": 0.7}}, curves)
-    assert rows["GRPO"]["semantic"] == {"recall": pytest.approx(0.6), "margin": pytest.approx(0.1), "in_range": True,
-                                        "categories": {}}  # fmt: skip
-    assert rows["GRPO"]["heuristic"] == {"recall": 0.9, "margin": pytest.approx(-0.2), "in_range": False,
-                                         "categories": {}}  # fmt: skip
-
-
-def test_each_category_is_read_on_its_own_curve_at_its_own_tokens():
+def test_each_category_is_read_against_its_own_dominating_point():
     categories = ["multi-hop", "multi-hop", "single-hop"]
+    ids = ["a", "b", "c"]
 
     def metrics(recalls: list[float], tokens: list[float]) -> dict[str, float]:
         episodes = [_components(r, t, stop=1) for r, t in zip(recalls, tokens, strict=True)]
-        return learning_report.policy_metrics(episodes, categories)
+        return learning_report.policy_metrics(episodes, categories, ids)
 
     policy = metrics([0.5, 0.7, 1.0], [150.0, 250.0, 100.0])  # multi-hop: 0.6 at 200 tokens; single-hop: 1.0 at 100
-    assert (policy["tokens/multi-hop"], policy["recall/single-hop"]) == (200.0, 1.0)
-    curve = [learning._point(metrics([0.2, 0.2, 0.8], [100.0, 100.0, 50.0])),
-             learning._point(metrics([0.6, 0.6, 0.9], [300.0, 300.0, 150.0]))]  # fmt: skip
-    rows = learning_report.equal_token_rows({"GRPO": policy}, {"semantic": curve})
+    assert (policy["tokens/multi-hop"], policy["recall/single-hop"], policy["task/b"]) == (200.0, 1.0, 0.7)
+    cheap = {"setting": "k=1", **metrics([0.2, 0.2, 0.8], [100.0, 100.0, 50.0])}
+    dear = {"setting": "k=9", **metrics([0.6, 0.6, 0.9], [300.0, 300.0, 150.0])}
+    rows = dominance_rows({"GRPO": policy}, {"semantic": [cheap, dear]}, dict(zip(ids, categories, strict=True)))
     by_category = rows["GRPO"]["semantic"]["categories"]
-    assert by_category["multi-hop"] == {"recall": pytest.approx(0.4), "margin": pytest.approx(0.2), "in_range": True}
-    assert by_category["single-hop"] == {"recall": pytest.approx(0.85), "margin": pytest.approx(0.15),
-                                         "in_range": True}  # fmt: skip
+    assert by_category["multi-hop"]["setting"] == "k=9" and by_category["multi-hop"]["margin"] == pytest.approx(0.0)
+    assert by_category["single-hop"]["setting"] == "k=9"  # 100 tokens: k=1's 50 is cheaper, k=9's 150 dominates
+    assert by_category["single-hop"]["margin"] == pytest.approx(0.1)
     table = "\n".join(learning_report.category_margin_table(rows, ["semantic"]))
     assert "| policy | multi-hop: recall - semantic | single-hop: recall - semantic |" in table
-    assert "| GRPO | +0.200 | +0.150 |" in table
+    assert "| GRPO | +0.000 [-0.100, +0.100] vs k=9 (300 tok) | +0.100 [+0.100, +0.100] vs k=9 (150 tok) |" in table
 
 
 def _report() -> dict:
@@ -225,7 +194,7 @@ def _report() -> dict:
         for metric in learning_report.METRICS
     }
     return {
-        "command": learning_report.command_line(["benchmarks/learning.py", "--seeds", "0", "1"]),
+        "command": learning_report.command_line(["--seeds", "0", "1"]),
         "env": "synthetic-hard",
         "split": "test",
         "tasks": 1,
@@ -236,7 +205,7 @@ def _report() -> dict:
         "seeds": [0, 1],
         "policies": policies,
         "curves": curves,
-        "equal_tokens": learning_report.equal_token_rows({n: p["mean"] for n, p in policies.items()}, curves),
+        "margins": dominance_rows({n: p["mean"] for n, p in policies.items()}, curves),
         "grpo_gain": {"start": WARM, "metrics": metrics},
         "generator": "vllm",
         "timings": [{"step": "start smollm2-135m-instruct", "generator": "vllm", "s": 41.2},
@@ -256,17 +225,17 @@ def test_summarize_policy_keeps_seed_independent_policies_without_spread():
 
 def test_markdown_report_holds_every_table():
     text = learning_report.markdown_report(_report())
-    assert text.startswith("`python benchmarks/learning.py --seeds 0 1`")
+    assert text.startswith("`memora-rl experiment learning --seeds 0 1`")
     assert "| GRPO | [0, 1] | 0.750 ± 0.071 | 0.500 ± 0.071 | 145.0 ± 7.1 |" in text
     assert "| prompted base | - | 0.300 | 0.050 | 80.0 |" in text
     assert "GRPO over its starting policy (warm start)" in text
     assert "| recall | 0.750 ± 0.071 | 0.525 | +0.225 | 0.035 | +6.36 |" in text
-    # GRPO at 145 tokens: semantic reads 0.1 + 0.5 * 125 / 180, heuristic 0.3 + 0.2 * 55 / 70
-    assert f"- GRPO recall - semantic@same tokens: {0.75 - (0.1 + 0.5 * 125 / 180):+.3f}" in text
-    assert f"- GRPO recall - heuristic@same tokens: {0.75 - (0.3 + 0.2 * 55 / 70):+.3f}" in text
-    assert "| prompted base | 80.0 | 0.300 | 0.267 | +0.033 | 0.300* | +0.000 |" in text  # below heuristic's range
-    # each curve point against semantic's curve: b=6 at 160 tokens reads 0.1 + 0.5 * 140 / 180 there
-    assert f"| heuristic | b=6 | 160.0 | 0.500 | {0.5 - (0.1 + 0.5 * 140 / 180):+.3f} |" in text
+    # GRPO at 145 tokens: semantic's cheapest point with >= 145 tokens is k=10 (200, 0.6), the heuristic's b=6
+    assert "| GRPO | 145.0 | 0.750 | +0.150 vs k=10 (200 tok) | no | +0.250 vs b=6 (160 tok) | no |" in text
+    assert "| prompted base | 80.0 | 0.300 | -0.300 vs k=10 (200 tok) | no | +0.000 vs b=2 (90 tok) | no |" in text
+    assert "| GRPO | 200.0 |" not in text
+    # each curve point against semantic's cheapest point with at least its tokens: b=6 at 160 against k=10's 0.6
+    assert "| heuristic | b=6 | 160.0 | 0.500 | -0.100 |" in text
     assert "| semantic | k=10 | 200.0 | 0.600 | +0.000 |" in text
     assert "| 0 | False | 12 | 1 | 3.0 | 0.100 | n/a |" in text
     assert "(greedy, vllm, 40 new tokens a turn)" in text
@@ -281,9 +250,9 @@ def test_write_outputs_writes_json_markdown_and_png(tmp_path):
     assert (tmp_path / "out" / "recall_vs_tokens.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_seed_config_applies_the_benchmark_overrides(tmp_path):
-    args = learning.parse_args(
-        ["--config", str(BENCHMARKS.parent / "configs" / "grpo" / "hard.yaml"), "--steps", "3", "--warm-max-tasks", "5",
+def test_seed_config_applies_the_experiment_overrides(tmp_path):
+    args = parse_args(
+        ["--config", str(REPO / "configs" / "grpo" / "hard.yaml"), "--steps", "3", "--warm-max-tasks", "5",
          "--runs-dir", str(tmp_path), "--backend", "transformers", "grpo.beta=0.1"]
     )  # fmt: skip
     config = learning_runs.seed_config(args, 2, tmp_path)
@@ -350,9 +319,7 @@ def test_a_finished_run_copied_to_another_runs_dir_is_reused(tmp_path: Path) -> 
     """The output root is where a run lives, not what it learned; any other changed setting still refuses reuse."""
     from memora_rl.config import dump_config
 
-    args = learning.parse_args(
-        ["--config", str(BENCHMARKS.parent / "configs" / "grpo" / "hard.yaml"), "--runs-dir", str(tmp_path / "old")]
-    )
+    args = parse_args(["--config", str(REPO / "configs" / "grpo" / "hard.yaml"), "--runs-dir", str(tmp_path / "old")])
     old = learning_runs.seed_config(args, 0, tmp_path / "old")
     moved = learning_runs.seed_config(args, 0, tmp_path / "new")
     assert not learning_runs.finished_run(moved)
@@ -365,13 +332,13 @@ def test_a_finished_run_copied_to_another_runs_dir_is_reused(tmp_path: Path) -> 
 
 
 def test_generator_defaults_to_vllm_when_installed(monkeypatch):
-    assert learning.parse_args(["--generator", "transformers"]).generator == "transformers"
-    monkeypatch.setattr(learning.importlib.util, "find_spec", lambda name: object() if name == "vllm" else None)
-    assert learning.parse_args([]).generator == "vllm"
-    monkeypatch.setattr(learning.importlib.util, "find_spec", lambda name: None)
-    assert learning.parse_args([]).generator == "transformers"
+    assert parse_args(["--generator", "transformers"]).generator == "transformers"
+    monkeypatch.setattr(learning_play.importlib.util, "find_spec", lambda name: object() if name == "vllm" else None)
+    assert parse_args([]).generator == "vllm"
+    monkeypatch.setattr(learning_play.importlib.util, "find_spec", lambda name: None)
+    assert parse_args([]).generator == "transformers"
     with pytest.raises(SystemExit):
-        learning.parse_args(["--generator", "sglang"])
+        parse_args(["--generator", "sglang"])
 
 
 def test_adapter_off_generates_with_the_adapter_disabled():
@@ -389,16 +356,16 @@ def test_adapter_off_generates_with_the_adapter_disabled():
             events.append(("generate", len(prompts), max_new_tokens, temperature))
             return ["sample"] * len(prompts)
 
-    assert learning.AdapterOff(Inner(), Model()).generate([[1], [2]], 4, 0.0) == ["sample", "sample"]
+    assert learning_play.AdapterOff(Inner(), Model()).generate([[1], [2]], 4, 0.0) == ["sample", "sample"]
     assert events == ["off", ("generate", 2, 4, 0.0), "on"]
 
 
 def test_adapter_rank_reads_the_peft_config(tmp_path):
     (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 12, "lora_alpha": 24}))
-    assert learning.adapter_rank(tmp_path) == 12
+    assert learning_play.adapter_rank(tmp_path) == 12
 
 
-def _eval_context(generator: str, server_url: str | None, tasks: int = 2) -> learning.EvalContext:
+def _eval_context(generator: str, server_url: str | None, tasks: int = 2) -> learning_play.EvalContext:
     """The quickstart env's first test tasks, one LLM turn, as build_report sets them up."""
     from memora_rl.env.registry import make_env
     from memora_rl.llm.registry import load_tokenizer
@@ -406,7 +373,7 @@ def _eval_context(generator: str, server_url: str | None, tasks: int = 2) -> lea
     tokenizer = load_tokenizer(TINY_MODEL)
     env, held_out = make_env("synthetic", split="test", tokenizer=tokenizer)
     steps = env.config.max_steps
-    return learning.EvalContext(
+    return learning_play.EvalContext(
         env, list(held_out)[:tasks], tokenizer, "synthetic", [], steps, 1, tasks,
         generator=generator, base_model=TINY_MODEL, server_url=server_url,
     )  # fmt: skip
@@ -422,8 +389,8 @@ def test_vllm_policies_play_on_the_shared_server_with_the_adapter_hot_loaded(vll
     with learning.policy_generators(ctx, TINY_MODEL, adapter) as generators:
         served = [entry["id"] for entry in list_served_models(vllm_server.base_url)]
         assert generators["base"].model == vllm_server.model and "learning-hard-s0" in served
-        base = learning.play_llm(ctx, generators["base"], 4, "base")
-        tuned = learning.play_llm(ctx, generators["adapter"], 4, "tuned")
+        base = learning_play.play_llm(ctx, generators["base"], 4, "base")
+        tuned = learning_play.play_llm(ctx, generators["adapter"], 4, "tuned")
     assert "learning-hard-s0" not in [entry["id"] for entry in list_served_models(vllm_server.base_url)]
     assert len(base) == len(tuned) == 1 and all(row["steps"] == 1 for row in base + tuned)
     assert [row["step"] for row in ctx.timings] == [f"start {TINY_MODEL}", "play base", "play tuned"]
@@ -431,15 +398,16 @@ def test_vllm_policies_play_on_the_shared_server_with_the_adapter_hot_loaded(vll
 
 
 @pytest.mark.slow
-def test_learning_benchmark_skip_train_smoke(tmp_path):
+def test_learning_experiment_skip_train_smoke(tmp_path):
     out = tmp_path / "learning"
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, str(BENCHMARKS / "learning.py"), "--config", "configs/grpo/tiny.yaml", "--skip-train",
+        [str(Path(sys.executable).with_name("memora-rl")), "experiment", "learning", "--config",
+         "configs/grpo/tiny.yaml", "--skip-train",
          "--generator", "transformers",  # no server start: the vLLM path has its own test on the session server
          "--eval-tasks", "3", "--max-turns", "1", "--max-new-tokens", "4", "--eval-batch", "3",
          "--semantic-k", "1", "3", "--heuristic-budgets", "2", "6", "--out", str(out)],
-        check=True, capture_output=True, timeout=600, cwd=BENCHMARKS.parent,
+        check=True, capture_output=True, timeout=600, cwd=REPO,
     )  # fmt: skip
     elapsed = time.perf_counter() - started
     report = json.loads((out / "learning.json").read_text())
@@ -449,10 +417,11 @@ def test_learning_benchmark_skip_train_smoke(tmp_path):
     assert report["tasks"] == 3 and all(p["mean"]["episodes"] == 3 for p in policies.values())
     assert policies[ORACLE]["mean"]["evidence_recall"] >= policies[SEMANTIC]["mean"]["evidence_recall"]
     assert policies[SEMANTIC]["mean"]["mix_stop"] == 1.0
-    assert [p["setting"] for p in report["curves"][SEMANTIC]] == ["k=1", "k=3"]
+    assert [p["setting"] for p in report["curves"][SEMANTIC]][:2] == ["k=1", "k=3"]  # then the bracketing points
+    assert report["split"] == "validation" and set(report["margins"][BASE]) >= {SEMANTIC, HEURISTIC}
     assert "grpo_gain" not in report and report["training"] == []
     assert report["generator"] == "transformers" and [row["step"] for row in report["timings"]][1:] == [f"play {BASE}"]
-    print(f"learning.py --skip-train smoke: {elapsed:.0f} s")
+    print(f"experiment learning --skip-train smoke: {elapsed:.0f} s")
 
 
 def test_a_stopped_evaluation_keeps_the_episodes_it_played(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
@@ -525,7 +494,7 @@ def test_skip_grpo_plays_the_warm_start_alone(tmp_path: Path, scripted_eval: Scr
     results = learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48, warm_only=True)
     assert list(results) == [WARM] and scripted_eval.started == [("warm-model", None)]
     with pytest.raises(SystemExit):
-        learning.parse_args(["--skip-grpo", "--skip-train"])
+        parse_args(["--skip-grpo", "--skip-train"])
 
 
 def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, scripted_eval: ScriptedEval) -> None:

@@ -1,17 +1,12 @@
-"""`benchmarks/exploration.py`: greedy vs sampled walks of a policy, per category, on the real env and server."""
+"""`memora-rl experiment exploration`: greedy vs sampled walks of a policy, per category, on the real env and server."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import exploration  # noqa: E402
+import memora_rl.experiments.exploration as exploration
 
 
 def test_rows_count_the_missed_tasks_a_sample_beats():
@@ -35,15 +30,22 @@ def test_bad_options_name_the_fix():
 
 
 @pytest.mark.slow
-def test_the_benchmark_plays_greedy_and_sampled_passes_on_the_shared_server(vllm_server, tmp_path, capsys):
+def test_the_experiment_plays_greedy_and_sampled_passes_on_the_shared_server(vllm_server, tmp_path):
+    from typer.testing import CliRunner
+
+    from memora_rl.cli import app
+
     out = tmp_path / "exploration.json"
-    report = exploration.main(
-        ["--server-url", vllm_server.base_url, "--served-model", vllm_server.model, "--env", "synthetic",
+    result = CliRunner().invoke(
+        app,
+        ["experiment", "exploration", "--server-url", vllm_server.base_url, "--served-model", vllm_server.model,
+         "--env", "synthetic",
          "--split", "test", "--limit", "2", "--samples", "2", "--max-new-tokens", "24", "--out", str(out)]
     )  # fmt: skip
-    assert json.loads(out.read_text())["rows"] == report["rows"]
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
     total = report["rows"][-1]
     assert total["category"] == "all" and total["tasks"] == 2
     assert all(len(recalls) == 2 for recalls in report["samples"].values())
     assert total["best"] >= total["sampled"] and 0.0 <= total["greedy"] <= 1.0
-    assert "| all | 2 |" in capsys.readouterr().out
+    assert "| all | 2 |" in result.output

@@ -7,7 +7,7 @@ more points away from the greedy choice. This plays every task of a split once g
 recall, the mean sampled recall, the best of the samples, and on how many of the tasks greedy
 misses some sample beats it. Run it on a warm start to see whether GRPO has anything to find.
 
-    python benchmarks/exploration.py --model runs/learning-1202j/hard-s0/warmstart/model --samples 8 \
+    memora-rl experiment exploration --model runs/learning-1202j/hard-s0/warmstart/model --samples 8 \
         --temperature 1.0 -o env.compact=true -o env.few_shot=false -o env.refine_new_entries=true \
         -o env.refine_top_k=1
 
@@ -27,12 +27,16 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-logger = logging.getLogger("exploration")
+logger = logging.getLogger(__name__)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The benchmark's options."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """The experiment's options."""
+    parser = argparse.ArgumentParser(
+        prog="memora-rl experiment exploration",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--model", default="smollm2-135m-instruct", help="Model folder or registry name to serve.")
     parser.add_argument("--server-url", default=None, help="A running vLLM server (.../v1) instead of starting one.")
     parser.add_argument("--served-model", default=None, help="With --server-url: the served model name.")
@@ -137,14 +141,13 @@ def play(
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Play greedy and sampled passes, print the table, write the JSON; returns what was written."""
+    """Play greedy and sampled passes and write the JSON; returns what was written (`table`: the Markdown)."""
     from rich.progress import track
 
     from memora_rl.data.sample import sample_tasks
     from memora_rl.env.registry import make_env
 
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     env, all_tasks = make_env(args.env, split=args.split, overrides=args.overrides)
     tasks = sample_tasks(all_tasks, args.limit)
 
@@ -159,13 +162,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ]
     samples = {task.id: [one[task.id] for one in passes] for task in tasks}
     rows = exploration_rows(greedy, samples, {task.id: task.category for task in tasks})
-    print(f"{args.env} {args.split}: {len(tasks)} tasks, {args.model}, {args.samples} samples at T={args.temperature}")
-    print(format_table(rows, args.samples))
-    report = {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows, "greedy": greedy, "samples": samples}
+    title = f"{args.env} {args.split}: {len(tasks)} tasks, {args.model}, {args.samples} samples at T={args.temperature}"
+    report = {
+        "table": f"{title}\n{format_table(rows, args.samples)}",
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "rows": rows,
+        "greedy": greedy,
+        "samples": samples,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     return report
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
-"""The learning benchmark's figures: per-policy metrics, their mean and spread over seeds, and the report.
+"""The learning experiment's figures: per-policy metrics, their mean and spread over seeds, and the report.
 
-Pure functions of the played episodes' judge components (no model, no env), so `benchmarks/learning.py`
-stays about playing and training; `write_outputs` writes learning.json, learning.md and the PNG.
+Pure functions of the played episodes' judge components (no model, no env), so `experiment.py` stays
+about playing and training; `write_outputs` writes learning.json, learning.md and the PNG.
 """
 
 from __future__ import annotations
@@ -13,17 +13,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from learning_curve import interpolate_at, plot_recall_vs_tokens
+from memora_rl.evaluation.plots import plot_policies_on_curves
+from memora_rl.experiments.learning.margins import (
+    CATEGORY_PREFIX,
+    CATEGORY_TOKENS_PREFIX,
+    TASK_PREFIX,
+    dominating_point,
+    paired_interval,
+    task_recalls,
+)
 
 ACTION_KINDS = ("expand", "refine", "stop", "invalid", "forced")
 METRICS = ("evidence_recall", "recall_gain", "context_tokens", "steps", "valid_action_rate")
 """Per-policy means reported in the tables (plus `initial_recall`, `total` and the action mix)."""
 BASE, WARM, GRPO = "prompted base", "warm start", "GRPO"
 SEMANTIC, HEURISTIC, ORACLE = "semantic", "heuristic", "oracle"
-CATEGORY_PREFIX = "recall/"
-"""Metric key prefix of a policy's recall on one task category."""
-CATEGORY_TOKENS_PREFIX = "tokens/"
-"""Metric key prefix of a policy's mean context tokens on one task category."""
 
 
 def action_mix(components: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -37,19 +41,23 @@ def action_mix(components: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {kind: (count / total if total else 0.0) for kind, count in counts.items()}
 
 
-def policy_metrics(components: Sequence[Mapping[str, float]], categories: Sequence[str] = ()) -> dict[str, float]:
-    """Episode means of the judge's components, the action mix (`mix_<kind>`) and recall per task category.
+def policy_metrics(
+    components: Sequence[Mapping[str, float]], categories: Sequence[str] = (), task_ids: Sequence[str] = ()
+) -> dict[str, float]:
+    """Episode means of the judge's components, the action mix (`mix_<kind>`), recall per category and per task.
 
     `categories` holds each episode's task category; with it, `recall/<category>` and `tokens/<category>` are
-    that category's mean recall and context tokens.
+    that category's mean recall and context tokens. `task_ids` holds each episode's task id; with it,
+    `task/<id>` is that task's recall (what a paired interval over tasks reads).
 
     Raises:
-        ValueError: no episode, or `categories` of another length than `components`.
+        ValueError: no episode, or `categories` / `task_ids` of another length than `components`.
     """
     if not components:
         raise ValueError("No episodes to summarise.")
-    if categories and len(categories) != len(components):
-        raise ValueError(f"{len(categories)} categories for {len(components)} episodes; pass one per episode.")
+    for name, values in (("categories", categories), ("task ids", task_ids)):
+        if values and len(values) != len(components):
+            raise ValueError(f"{len(values)} {name} for {len(components)} episodes; pass one per episode.")
     names = (*METRICS, "initial_recall", "total")
     metrics = {name: statistics.fmean(float(c[name]) for c in components) for name in names}
     metrics.update({f"mix_{kind}": share for kind, share in action_mix(components).items()})
@@ -57,6 +65,8 @@ def policy_metrics(components: Sequence[Mapping[str, float]], categories: Sequen
         rows = [c for c, cat in zip(components, categories, strict=True) if cat == category]
         metrics[f"{CATEGORY_PREFIX}{category}"] = statistics.fmean(float(c["evidence_recall"]) for c in rows)
         metrics[f"{CATEGORY_TOKENS_PREFIX}{category}"] = statistics.fmean(float(c["context_tokens"]) for c in rows)
+    for task_id, component in zip(task_ids, components, strict=False):
+        metrics[f"{TASK_PREFIX}{task_id}"] = float(component["evidence_recall"])
     metrics["episodes"] = float(len(components))
     return metrics
 
@@ -111,38 +121,6 @@ def paired_gain(after: Sequence[float], before: Sequence[float]) -> dict[str, fl
     }
 
 
-def equal_token_rows(
-    policies: Mapping[str, Mapping[str, float]], curves: Mapping[str, Sequence[Mapping[str, float]]]
-) -> dict[str, dict[str, Any]]:
-    """For each policy (mean metrics), every curve's recall at the policy's mean tokens and the policy's margin."""
-    rows: dict[str, dict[str, Any]] = {}
-    for name, metrics in policies.items():
-        tokens, recall = metrics["context_tokens"], metrics["evidence_recall"]
-        row: dict[str, Any] = {"context_tokens": tokens, "evidence_recall": recall}
-        for curve_name, points in curves.items():
-            value, inside = interpolate_at([(p["context_tokens"], p["evidence_recall"]) for p in points], tokens)
-            row[curve_name] = {"recall": value, "margin": recall - value, "in_range": inside,
-                               "categories": category_margins(metrics, points)}  # fmt: skip
-        rows[name] = row
-    return rows
-
-
-def category_margins(metrics: Mapping[str, float], points: Sequence[Mapping[str, float]]) -> dict[str, dict[str, Any]]:
-    """Per task category: the curve's recall on that category read at the policy's tokens on it, and the margin.
-
-    Only categories that the policy and every curve point have figures for (`recall/<c>`, `tokens/<c>`).
-    """
-    margins: dict[str, dict[str, Any]] = {}
-    for key in sorted(k for k in metrics if k.startswith(CATEGORY_PREFIX)):
-        category = key.removeprefix(CATEGORY_PREFIX)
-        tokens_key = f"{CATEGORY_TOKENS_PREFIX}{category}"
-        if tokens_key not in metrics or not all(key in p and tokens_key in p for p in points):
-            continue
-        value, inside = interpolate_at([(p[tokens_key], p[key]) for p in points], metrics[tokens_key])
-        margins[category] = {"recall": value, "margin": metrics[key] - value, "in_range": inside}
-    return margins
-
-
 def _fmt(value: float | None, digits: int, std: float | None = None, sign: bool = False) -> str:
     """A table cell: value (with ± std when given), or n/a."""
     if value is None:
@@ -175,29 +153,95 @@ def category_table(policies: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def category_margin_table(equal_tokens: Mapping[str, Mapping[str, Any]], curve_names: Sequence[str]) -> list[str]:
-    """Markdown lines: per policy and category, recall - each curve's recall on that category at the same tokens."""
-    pairs = sorted({(curve, category) for row in equal_tokens.values() for curve in curve_names
+def margin_cell(entry: Mapping[str, Any]) -> str:
+    """A margin over a curve's dominating point, with its paired 95% interval and the point it is read against."""
+    if entry.get("margin") is None:
+        return "n/a (no point at >= its tokens)"
+    interval = entry.get("interval")
+    ci = f" [{interval[0]:+.3f}, {interval[1]:+.3f}]" if interval else ""
+    return f"{entry['margin']:+.3f}{ci} vs {entry['setting']} ({entry['point_tokens']:.0f} tok)"
+
+
+def category_margin_table(margins: Mapping[str, Mapping[str, Any]], curve_names: Sequence[str]) -> list[str]:
+    """Markdown lines: per policy and category, the margin over each curve's dominating point on that category."""
+    pairs = sorted({(curve, category) for row in margins.values() for curve in curve_names
                     for category in row[curve].get("categories", {})})  # fmt: skip
     if not pairs:
         return []
     header = " | ".join(f"{category}: recall - {curve}" for curve, category in pairs)
-    lines = ["", "By task category at equal context tokens (the category's own tokens and curve; * = outside it):", ""]
+    lines = ["", "By task category (each category's own tokens, recall and dominating point):", ""]
     lines += [f"| policy | {header} |", "|---|" + "---|" * len(pairs)]
-    for name, row in equal_tokens.items():
+    for name, row in margins.items():
         cells = []
         for curve, category in pairs:
-            margin = row[curve].get("categories", {}).get(category)
-            cells.append("n/a" if margin is None else f"{margin['margin']:+.3f}{'' if margin['in_range'] else '*'}")
+            entry = row[curve].get("categories", {}).get(category)
+            cells.append("n/a" if entry is None else margin_cell(entry))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
 
+def dominance_table(margins: Mapping[str, Mapping[str, Any]], curve_names: Sequence[str]) -> list[str]:
+    """Markdown lines: each policy's margin over each curve's cheapest point with at least its tokens."""
+    lines = [
+        "",
+        "Recall over each baseline at no more context (margin over the curve's cheapest measured point with at "
+        "least the policy's tokens, paired 95% interval over tasks; bracketed = points within 15% on both sides):",
+        "",
+    ]
+    header = " | ".join(f"recall - {c} | {c} bracketed" for c in curve_names)
+    lines += [f"| policy | context tokens | recall | {header} |", "|---|---|---|" + "---|---|" * len(curve_names)]
+    for name, row in margins.items():
+        cells = [f"{row['context_tokens']:.1f}", f"{row['evidence_recall']:.3f}"]
+        for curve in curve_names:
+            cells += [margin_cell(row[curve]), "yes" if row[curve].get("bracketed") else "no"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def gain_table(gain: Mapping[str, Any]) -> list[str]:
+    """Markdown lines: GRPO against its own start, paired per seed and (recall) paired over tasks."""
+    lines = ["", f"GRPO over its starting policy ({gain['start']}), paired per seed:", ""]
+    lines += ["| metric | GRPO | start | gain | gain std | gain / std |", "|---|---|---|---|---|---|"]
+    for metric, row in gain["metrics"].items():
+        digits = DIGITS.get(metric, 3)
+        lines.append(
+            f"| {HEADERS.get(metric, metric)} | {_fmt(row['after'], digits, row['after_std'])} | "
+            f"{_fmt(row['before'], digits)} | {_fmt(row['gain'], digits, sign=True)} | "
+            f"{_fmt(row['gain_std'], digits)} | {_fmt(row['ratio'], 2, sign=True)} |"
+        )
+    tasks = gain.get("task_interval")
+    if tasks:
+        lines += [
+            "",
+            f"- Recall gain paired over tasks (seed means): {tasks[0]:+.3f} [{tasks[1]:+.3f}, {tasks[2]:+.3f}]",
+        ]
+    return lines
+
+
+def curve_table(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Markdown lines: every measured baseline point, against semantic's cheapest point with at least its tokens."""
+    lines = ["", "Baseline curves (each point - semantic's cheapest point with at least its tokens):", ""]
+    lines += ["| curve | setting | context tokens | recall | recall - semantic |", "|---|---|---|---|---|"]
+    semantic = curves.get(SEMANTIC, [])
+    for curve, points in curves.items():
+        for point in sorted(points, key=lambda p: float(p["context_tokens"])):
+            there = dominating_point(semantic, float(point["context_tokens"]))
+            margin = "n/a" if there is None else f"{point['evidence_recall'] - there['evidence_recall']:+.3f}"
+            lines.append(
+                f"| {curve} | {point['setting']} | {point['context_tokens']:.1f} | {point['evidence_recall']:.3f} "
+                f"| {margin} |"
+            )
+    return lines
+
+
 def markdown_report(report: Mapping[str, Any]) -> str:
-    """The benchmark's tables (policies, equal-token comparison, GRPO gain, curves, per-seed runs) as Markdown."""
+    """The experiment's tables (policies, margins by dominance, GRPO gain, curves, per-seed runs) as Markdown."""
     lines = [f"`{report['command']}`", ""]
+    split = report["split"]
+    read = {"test": " (the recipe's one final read of the test split)", "validation": " (choices are made here)"}
     lines.append(
-        f"Env `{report['env']}`, split `{report['split']}`: {report['tasks']} tasks, G0 (recall after reset) "
+        f"Env `{report['env']}`, split `{split}`{read.get(split, '')}: {report['tasks']} tasks, "
+        f"G0 (recall after reset) "
         f"{report['initial_recall']:.3f}, {report['max_turns']} env steps, {report['llm_turns']} LLM turns "
         f"(greedy{', ' + report['generator'] if report.get('generator') else ''}, "
         f"{report['max_new_tokens']} new tokens a turn); "
@@ -216,51 +260,12 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         cells += [_fmt(mean[f"mix_{kind}"], 2) for kind in ACTION_KINDS]
         lines.append(f"| {name} | {policy['seeds'] if policy['seeds'] else '-'} | " + " | ".join(cells) + " |")
     lines += category_table(report["policies"])
-    lines += [
-        "",
-        "Recall at equal context tokens (each baseline curve read at the policy's mean tokens; "
-        "* = outside the curve, its end point used):",
-        "",
-    ]
     curve_names = list(report["curves"])
-    header = " | ".join(f"{c}@tokens | recall - {c}" for c in curve_names)
-    lines += [f"| policy | context tokens | recall | {header} |", "|---|---|---|" + "---|---|" * len(curve_names)]
-    for name, row in report["equal_tokens"].items():
-        cells = [f"{row['context_tokens']:.1f}", f"{row['evidence_recall']:.3f}"]
-        for curve in curve_names:
-            star = "" if row[curve]["in_range"] else "*"
-            cells += [f"{row[curve]['recall']:.3f}{star}", f"{row[curve]['margin']:+.3f}"]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += category_margin_table(report["equal_tokens"], curve_names)
-    gain = report.get("grpo_gain")
-    if gain:
-        lines += ["", f"GRPO over its starting policy ({gain['start']}), paired per seed:", ""]
-        lines += ["| metric | GRPO | start | gain | gain std | gain / std |", "|---|---|---|---|---|---|"]
-        for metric, row in gain["metrics"].items():
-            digits = DIGITS.get(metric, 3)
-            lines.append(
-                f"| {HEADERS.get(metric, metric)} | {_fmt(row['after'], digits, row['after_std'])} | "
-                f"{_fmt(row['before'], digits)} | {_fmt(row['gain'], digits, sign=True)} | "
-                f"{_fmt(row['gain_std'], digits)} | {_fmt(row['ratio'], 2, sign=True)} |"
-            )
-        lines.append("")
-        for curve in curve_names:
-            row = report["equal_tokens"][GRPO][curve]
-            lines.append(
-                f"- GRPO recall - {curve}@same tokens: {row['margin']:+.3f}"
-                + ("" if row["in_range"] else " (outside the curve)")
-            )
-    lines += ["", "Baseline curves (each point - semantic's curve at its tokens; * = outside it):", ""]
-    lines += ["| curve | setting | context tokens | recall | recall - semantic |", "|---|---|---|---|---|"]
-    semantic = [(point["context_tokens"], point["evidence_recall"]) for point in report["curves"].get(SEMANTIC, [])]
-    for curve, points in report["curves"].items():
-        for point in points:
-            there, inside = interpolate_at(semantic, point["context_tokens"]) if semantic else (None, True)
-            margin = "n/a" if there is None else f"{point['evidence_recall'] - there:+.3f}{'' if inside else '*'}"
-            lines.append(
-                f"| {curve} | {point['setting']} | {point['context_tokens']:.1f} | {point['evidence_recall']:.3f} "
-                f"| {margin} |"
-            )
+    lines += dominance_table(report["margins"], curve_names)
+    lines += category_margin_table(report["margins"], curve_names)
+    if report.get("grpo_gain"):
+        lines += gain_table(report["grpo_gain"])
+    lines += curve_table(report["curves"])
     if report.get("timings"):
         lines += ["", "LLM evaluation time (wall):", ""]
         lines += [f"- {row['step']} ({row['generator']}): {row['s']:.0f} s" for row in report["timings"]]
@@ -287,7 +292,11 @@ def grpo_gain(policies: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         after = [row[metric] for row in policies[GRPO]["per_seed"]]
         prior = [before.get(seed, policies[start]["per_seed"][0])[metric] for seed in policies[GRPO]["seeds"]]
         metrics[metric] = paired_gain(after, prior)
-    return {"start": start, "metrics": metrics}
+    gain: dict[str, Any] = {"start": start, "metrics": metrics}
+    after_tasks, before_tasks = task_recalls(policies[GRPO]["mean"]), task_recalls(policies[start]["mean"])
+    if after_tasks and set(after_tasks) <= set(before_tasks):
+        gain["task_interval"] = list(paired_interval(after_tasks, before_tasks))
+    return gain
 
 
 def summarize_policy(per_seed: Sequence[tuple[int | None, dict[str, float]]]) -> dict[str, Any]:
@@ -298,13 +307,19 @@ def summarize_policy(per_seed: Sequence[tuple[int | None, dict[str, float]]]) ->
         "seeds": seeds,
         "per_seed": [{"seed": seed, **metrics} for seed, metrics in per_seed],
         "mean": {name: value["mean"] for name, value in aggregated.items()},
-        "std": {name: value["std"] for name, value in aggregated.items()} if seeds else None,
+        "std": {name: value["std"] for name, value in aggregated.items() if not name.startswith(TASK_PREFIX)}
+        if seeds
+        else None,
     }
 
 
+COMMAND = ("memora-rl", "experiment", "learning")
+"""The command that runs this experiment."""
+
+
 def command_line(argv: Sequence[str]) -> str:
-    """The command that made the tables, as a shell would take it."""
-    return shlex.join(["python", *argv])
+    """The command that made the tables (its arguments `argv`), as a shell would take it."""
+    return shlex.join([*COMMAND, *argv])
 
 
 def write_outputs(report: Mapping[str, Any], out: Path) -> str:
@@ -331,5 +346,5 @@ def write_outputs(report: Mapping[str, Any], out: Path) -> str:
         )
         seed_points[name] = [(row["context_tokens"], row["evidence_recall"]) for row in policy["per_seed"]]
     title = f"{report['env']} {report['split']} ({report['tasks']} tasks): evidence recall vs context tokens"
-    plot_recall_vs_tokens(curves, points, seed_points, out / "recall_vs_tokens.png", title)
+    plot_policies_on_curves(curves, points, seed_points, out / "recall_vs_tokens.png", title)
     return markdown

@@ -1,7 +1,7 @@
-"""The learning benchmark's training runs and caches: one run per seed, reused when finished, resumed when not.
+"""The learning experiment's training runs and caches: one run per seed, reused when finished, resumed when not.
 
 Each policy's evaluation and GRPO's merged adapter are cached in the run folder, keyed by the weights they
-came from, so a killed benchmark picks up where it was.
+came from, so a killed experiment picks up where it was.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger("learning")
+logger = logging.getLogger(__name__)
 
 EVAL_FILE = "learning_eval_{policy}.json"
 """Cached episodes of one of a run's policies (warm start or GRPO), by task, inside its run folder."""
@@ -52,7 +52,7 @@ class TrainedRun:
 
 
 def seed_config(args: argparse.Namespace, seed: int, root: Path) -> Any:
-    """The TrainConfig of one seed's run (config file + the benchmark's and the user's overrides)."""
+    """The TrainConfig of one seed's run (config file + the experiment's and the user's overrides)."""
     from memora_rl.config import load_config
     from memora_rl.training.config import TrainConfig
 

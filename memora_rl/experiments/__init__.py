@@ -1,0 +1,1 @@
+"""Experiments that train and measure retrieval policies against the rules: learning, refine headroom, exploration."""
