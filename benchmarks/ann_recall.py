@@ -1,13 +1,13 @@
 """Benchmark HNSW recall and latency on real sentence embeddings, against exact search in the same run.
 
-Random vectors (`graph_search.py`) are the hardest case for HNSW; real embeddings cluster.
+Random vectors (`benchmarks.graph_search`) are the hardest case for HNSW; real embeddings cluster.
 This script embeds real English lines (docstrings, comments and docs of the installed
 Python packages, so it runs offline) with the store's MiniLM embedder, then searches held-out
 lines through `VectorTable`, the store's own vector path, once with the HNSW index and once
 exactly. Embeddings go through the disk cache, so a second run skips the ~10 minutes of
 embedding 100k lines on 2 cores.
 
-    python benchmarks/ann_recall.py --count 100000 --queries 200 --ef 64 128 256
+    python -m benchmarks.ann_recall --count 100000 --queries 200 --ef 64 128 256
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from graph_search import percentiles  # benchmarks/graph_search.py (this script's folder is on sys.path)
 
+from benchmarks.common import percentiles
 from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.vectors import VectorTable, single_thread_blas
 

@@ -19,8 +19,8 @@ With `--base-url` the answerer and judge are that endpoint's `--model`; without 
 server of `--model` (a registry name) is started for the run. Runs are resumable: each setting
 writes to `--out/<setting>`, and answers come from the LLM response cache on a re-run.
 
-    python benchmarks/answers.py --env locomo --split test --limit 40
-    python benchmarks/answers.py --base-url http://127.0.0.1:8100/v1 --model smollm2 --limit 40
+    python -m benchmarks.answers --env locomo --split test --limit 40
+    python -m benchmarks.answers --base-url http://127.0.0.1:8100/v1 --model smollm2 --limit 40
 """
 
 from __future__ import annotations

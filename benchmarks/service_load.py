@@ -1,6 +1,6 @@
 """Load-test `memora-rl serve-memory` over loopback: retrieve latency and throughput, ingest throughput.
 
-A graph of `--entries` entries (random unit vectors, like `graph_search.py`, with real text for
+A graph of `--entries` entries (random unit vectors, like `graph_search`, with real text for
 BM25 and the query embedding) is bulk-loaded into a fresh SQLite store. For each policy a real
 `serve-memory` process is started on loopback and bounded closed-loop clients (`--concurrency`,
 default 1 8 32) send `--requests` retrieves per level; then extractive ingest runs in batches.
@@ -13,7 +13,7 @@ With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows
 dtype, so both are measured in one run. `--workers 1 2` loads each policy once per worker-process count
 (`serve-memory --workers`).
 
-    python benchmarks/service_load.py --entries 10000 --requests 160
+    python -m benchmarks.service_load --entries 10000 --requests 160
 """
 
 from __future__ import annotations
@@ -32,42 +32,28 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima",
-         "mike", "november", "oscar", "papa"]  # fmt: skip
+from benchmarks.common import GRAPH, WORDS, bulk_load, percentile_ms
+from memora_rl.data.load import SHARED_LOCOMO_PATH
+
 NAMES = ["Ava", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lia", "Max", "Nia", "Omar"]
 THINGS = ["bicycle", "violin", "garden", "camera", "kayak", "telescope", "notebook", "guitar", "tent", "drone"]
-GRAPH = "bench"
-DEFAULT_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 
 
-def unit_rows(rng: np.random.Generator, count: int, dim: int) -> np.ndarray:
-    """Random L2-normalised float32 rows, (count, dim)."""
-    rows = rng.standard_normal((count, dim), dtype=np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+def entry_texts(number: int) -> tuple[str, str]:
+    """Entry `number`'s (abstraction, value): who keeps which thing where, in the words `questions` asks with."""
+    name, thing = NAMES[number % 15], THINGS[(number // 15) % 10]
+    return f"{name} + {thing}", f"{name} keeps the {thing} near {WORDS[(number // 7) % 16]} hall, item {number}"
 
 
 def build_graph(path: Path, entries: int, seed: int) -> float:
     """Bulk-load graph `bench` (entries with ~3 anchors from a pool of entries / 10); returns seconds."""
-    from memora_rl.memory import EntryCandidate, open_store
+    from memora_rl.memory import open_store
 
-    rng = np.random.default_rng(seed)
     started = time.perf_counter()
     with open_store(path) as store:
-        dim = store.embedder.dim
+        rng = np.random.default_rng(seed)
         pool = max(100, entries // 10)
-        anchor_vectors = unit_rows(rng, pool, dim)
-        links = rng.integers(0, pool, size=(entries, 3))
-        candidates = [
-            EntryCandidate(
-                abstraction=f"{NAMES[i % 15]} + {THINGS[(i // 15) % 10]}",
-                value=f"{NAMES[i % 15]} keeps the {THINGS[(i // 15) % 10]} near {WORDS[(i // 7) % 16]} hall, item {i}",
-                source_turn_ids=[f"D{i // 100 + 1}:{i % 100 + 1}"],
-                anchors=[f"anchor {a}" for a in row],
-            )
-            for i, row in enumerate(links)
-        ]
-        used = {text: anchor_vectors[int(text.split()[1])] for c in candidates for text in c.anchors}
-        store.add_entries_bulk(GRAPH, candidates, unit_rows(rng, entries, dim), unit_rows(rng, entries, dim), used)
+        bulk_load(store, entries, store.embedder.dim, rng, graph=GRAPH, pool=pool, value_noise=None, texts=entry_texts)
     return time.perf_counter() - started
 
 
@@ -87,11 +73,6 @@ def build_locomo(path: Path, locomo: Path) -> tuple[str, list[str]]:
 def questions(count: int) -> list[str]:
     """Distinct questions in the graph's vocabulary (each is embedded once by the server: cache misses)."""
     return [f"Where does {NAMES[i % 15]} keep the {THINGS[(i // 15) % 10]}? (ask {i})" for i in range(count)]
-
-
-def percentile_ms(samples_s: list[float], share: float) -> float:
-    """A percentile of latencies, in milliseconds (nan when there are no samples)."""
-    return float(np.percentile(np.asarray(samples_s) * 1000.0, share)) if samples_s else float("nan")
 
 
 def baseline(store_path: Path, texts: list[str]) -> dict:
@@ -336,7 +317,7 @@ def main() -> None:
     parser.add_argument("--ingest-batches", type=int, default=24, help="ingest batches per concurrency level")
     parser.add_argument("--ingest-turns", type=int, default=10, help="turns per ingest batch")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="locomo10.json (skipped when absent)")
+    parser.add_argument("--locomo", type=Path, default=SHARED_LOCOMO_PATH, help="locomo10.json (skipped when absent)")
     parser.add_argument("--start-timeout", type=float, default=600, help="seconds a server may take to start")
     parser.add_argument("--workdir", type=Path, default=None, help="folder of the store (default: a temp dir)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="serve-memory --workers values to load")

@@ -17,10 +17,10 @@ new settings on the same workload (the ratio), and the new settings on the multi
 workload (G=8 x 4 turns, target <= 60 s and <= 8 GB a step). `--rows baseline-target` adds the
 current settings on the target workload (aborted at `--max-rss-gb`); `--rows` picks rows.
 
-    python benchmarks/train_step.py                        # ~8 minutes here
-    python benchmarks/train_step.py --generations 8 --turns 4 --steps 3 --json out.json
-    python benchmarks/train_step.py --source synthetic --prompt-tokens 600 --observation-tokens 260
-    python benchmarks/train_step.py --device cuda --generations 32   # on a GPU: peak GB is GPU memory
+    python -m benchmarks.train_step                        # ~8 minutes here
+    python -m benchmarks.train_step --generations 8 --turns 4 --steps 3 --json out.json
+    python -m benchmarks.train_step --source synthetic --prompt-tokens 600 --observation-tokens 260
+    python -m benchmarks.train_step --device cuda --generations 32   # on a GPU: peak GB is GPU memory
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ import json
 import os
 import random
 import re
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -41,7 +39,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import REPO_ROOT, peak_rss_gb, spawn
+
+MODULE = "benchmarks.train_step"
+"""This script as a module: episodes and each row run in `python -m benchmarks.train_step --worker SPEC`."""
 QUICKSTART = REPO_ROOT / "configs" / "grpo" / "tiny.yaml"
 MODEL = "smollm2-135m-instruct"
 TARGET_S = 60.0
@@ -165,7 +166,7 @@ def env_episodes(workload: Workload, steps: int, seed: int) -> dict[str, Any]:
     """Play `steps` groups of G scripted episodes on distinct synthetic train tasks; ids, masks, rewards."""
     from memora_rl.env.registry import make_env
     from memora_rl.llm.registry import load_tokenizer
-    from memora_rl.policy.render import chat_opener
+    from memora_rl.policy.chat import chat_opener
     from memora_rl.training.rewards import judge_weights
     from memora_rl.training.rollout import EpisodePlayer, RolloutSettings, end_of_turn_ids
 
@@ -244,11 +245,6 @@ def rss_gb() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1e6
     return 0.0
-
-
-def peak_rss_gb() -> float:
-    """Peak resident set size of this process so far, in GB."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
 def guard_memory(limit_gb: float) -> None:
@@ -363,23 +359,6 @@ def worker(spec: dict[str, Any]) -> None:
     print(json.dumps(asdict(row)))
 
 
-def spawn(spec: dict[str, Any], timeout_s: float, script: str = __file__) -> dict[str, Any]:
-    """Run `script --worker SPEC` (by default this file's `worker(spec)`) in a fresh Python process.
-
-    The worker's last JSON line on stdout is the result.
-    """
-    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), "WANDB_MODE": "disabled"}
-    command = [sys.executable, script, "--worker", json.dumps(spec)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout_s:g} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        return {"error": f"exit {done.returncode}: {done.stderr.strip()[-600:]}"}
-    return json.loads(lines[-1])
-
-
 # ---- parent ------------------------------------------------------------------------------------
 
 
@@ -396,7 +375,7 @@ def play(workload: Workload, args: argparse.Namespace, folder: Path) -> Path:
     sizes = {k: getattr(args, k) for k in ("prompt_tokens", "observation_tokens", "action_tokens")}
     spec = {"job": "play", "workload": asdict(workload), "steps": args.steps, "seed": args.seed,
             "source": args.source, "sizes": sizes, "out": str(out)}  # fmt: skip
-    result = spawn(spec, args.timeout_s)
+    result = spawn(MODULE, spec, args.timeout_s)
     if result.get("error"):
         raise SystemExit(f"Could not record the {workload.name} episodes: {result['error']}")
     return out
@@ -408,7 +387,7 @@ def measure(settings: Settings, workload: Workload, episodes: Path, args: argpar
             "steps": args.steps, "seed": args.seed, "max_rss_gb": args.max_rss_gb, "threads": args.threads,
             "importance": args.importance_sampling, "device": args.device}  # fmt: skip
     print(f"... {settings.name} on {workload.name}", file=sys.stderr, flush=True)
-    result = spawn(spec, args.timeout_s)
+    result = spawn(MODULE, spec, args.timeout_s)
     if result.get("error"):
         return Row(settings.name, workload.name, device=args.device, error=result["error"])
     return Row(**result)

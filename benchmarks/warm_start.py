@@ -7,8 +7,8 @@ learning rate) in a fresh subprocess, so its peak RSS is its own. float32 is the
 its seconds a step over each row's. The losses show both learn the same rows alike. The warm start uses bf16
 only with `warm_start.bf16_on_cpu` and where the CPU computes it natively (AVX512-BF16 or AMX).
 
-    python benchmarks/warm_start.py                                    # quickstart.yaml, ~4 minutes here
-    python benchmarks/warm_start.py --config configs/grpo/hard.yaml --tasks 16 --steps 8
+    python -m benchmarks.warm_start                                    # quickstart.yaml, ~4 minutes here
+    python -m benchmarks.warm_start --config configs/grpo/hard.yaml --tasks 16 --steps 8
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from train_step import peak_rss_gb, spawn
+from benchmarks.common import REPO_ROOT, peak_rss_gb, spawn
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+MODULE = "benchmarks.warm_start"
+"""This script as a module: the episodes and each precision run in `python -m benchmarks.warm_start --worker SPEC`."""
 QUICKSTART = REPO_ROOT / "configs" / "grpo" / "quickstart.yaml"
 PRECISIONS = {"fp32": False, "bf16": True}
 """Row name -> SFTConfig's `bf16` (autocast over the float32 weights)."""
@@ -144,7 +145,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memora-warm-start-bench-") as folder:
         rows_file = Path(folder) / "rows.json"
         job = {"config": str(args.config), "overrides": args.overrides}
-        sizes = spawn({**job, "job": "rows", "tasks": args.tasks, "out": str(rows_file)}, args.timeout_s, __file__)
+        sizes = spawn(MODULE, {**job, "job": "rows", "tasks": args.tasks, "out": str(rows_file)}, args.timeout_s)
         if sizes.get("error"):
             raise SystemExit(f"Could not play the oracle episodes of {args.config}: {sizes['error']}")
         accumulation = config.warm_start.gradient_accumulation
@@ -152,7 +153,7 @@ def main() -> None:
         results = {}
         for name in args.precisions:
             spec = {**job, "job": "train", "rows": str(rows_file), "steps": args.steps, "bf16": PRECISIONS[name]}
-            results[name] = spawn(spec, args.timeout_s, __file__)
+            results[name] = spawn(MODULE, spec, args.timeout_s)
     from memora_rl.training.trainer import cpu_has_bf16
 
     native = "computes bf16 in hardware" if cpu_has_bf16() else "emulates bf16 (the warm start keeps float32)"

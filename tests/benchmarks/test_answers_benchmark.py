@@ -1,20 +1,13 @@
-"""benchmarks/answers.py: every setting resolves, and a run over a scripted answerer compares the settings."""
+"""benchmarks.answers: every setting resolves, and a run over a scripted answerer compares the settings."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
+from benchmarks import answers
 from memora_rl.env.registry import resolve_env_spec
 from memora_rl.evaluation.report import read_records
 from tests.judge.test_answer_judge import CountingEndpoint, route_llm_clients
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import answers  # noqa: E402
 
 
 @pytest.mark.parametrize("setting", sorted(answers.SETTINGS))

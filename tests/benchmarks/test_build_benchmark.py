@@ -1,17 +1,15 @@
-"""benchmarks/build.py: evidence coverage on a hand-made graph, the offsets-vs-text comparison (no LLM)."""
+"""benchmarks.build: evidence coverage on a hand-made graph, the offsets-vs-text comparison (no LLM)."""
 
 from __future__ import annotations
 
 import math
 
+from benchmarks import build as bench
 from memora_rl.data.records import Conversation, Task
 from memora_rl.memory import open_store
 from memora_rl.memory.deciders import always_create
 from memora_rl.memory.records import EntryCandidate, Episode
-from tests.benchmarks.scripts import load_benchmark
 from tests.builders.scripted_llm import small_conversation
-
-bench = load_benchmark("build")
 
 
 def task(task_id: str, evidence: list[str], conversation_id: str = "c1", excluded: bool = False) -> Task:

@@ -1,4 +1,4 @@
-"""benchmarks/embedding.py: both backends run on the same texts, and the table compares them to PyTorch."""
+"""benchmarks.embedding: both backends run on the same texts, and the table compares them to PyTorch."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import sys
 
 import pytest
 
-from tests.benchmarks.scripts import load_benchmark
-
-bench = load_benchmark("embedding")
+from benchmarks import embedding as bench
 
 
 def test_the_texts_are_distinct_and_passages_are_longer_than_queries() -> None:

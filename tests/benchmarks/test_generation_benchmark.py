@@ -1,23 +1,20 @@
-"""benchmarks/generation.py samples real tokens from SmolLM2 and reports one row per batch size."""
+"""benchmarks.generation samples real tokens from SmolLM2 and reports one row per batch size."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "generation.py"
+from tests.benchmarks.scripts import run_benchmark
 
 
 @pytest.mark.slow
 def test_generation_benchmark_tiny(tmp_path: Path) -> None:
     out = tmp_path / "rows.json"
-    command = [sys.executable, str(SCRIPT), "--device", "cpu", "--batches", "1", "3", "--prompt-tokens", "24",
-               "--new-tokens", "4", "--repeats", "1", "--json", str(out)]  # fmt: skip
-    done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=600)
+    done = run_benchmark("generation", "--device", "cpu", "--batches", "1", "3", "--prompt-tokens", "24",
+                         "--new-tokens", "4", "--repeats", "1", "--json", str(out))  # fmt: skip
     rows = json.loads(out.read_text())
     assert [row["batch"] for row in rows] == [1, 3]
     for row in rows:

@@ -3,33 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.scripts import run_benchmark
 
 
 def test_runner_overlap_benchmark_reports_a_row_per_concurrency(tmp_path):
     out = tmp_path / "overlap.json"
-    subprocess.run(
-        [
-            sys.executable,
-            str(BENCHMARKS / "runner_overlap.py"),
-            "--episodes",
-            "4",
-            "--concurrency",
-            "1",
-            "4",
-            "--delay-s",
-            "0.01",
-            "--json",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    run_benchmark("runner_overlap", "--episodes", "4", "--concurrency", "1", "4", "--delay-s", "0.01",
+                  "--json", str(out), timeout=120)  # fmt: skip
     rows = json.loads(out.read_text())
     assert [row["concurrency"] for row in rows] == [1, 4]
     assert all(row["seconds"] > 0 and row["speedup"] > 0 for row in rows)  # figures only: speed is not asserted

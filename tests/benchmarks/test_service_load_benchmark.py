@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.scripts import BENCHMARKS
+from tests.benchmarks.scripts import run_benchmark
 
 
 def table_rows(stdout: str) -> dict[tuple[str, int], list[str]]:
@@ -25,8 +23,7 @@ def table_rows(stdout: str) -> dict[tuple[str, int], list[str]]:
 def test_service_load_benchmark_small(tmp_path: Path) -> None:
     args = ["--entries", "300", "--requests", "6", "--concurrency", "1", "3", "--policies", "semantic",
             "--ingest-batches", "1", "--locomo", str(tmp_path / "absent.json"), "--workdir", str(tmp_path)]  # fmt: skip
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "service_load.py"), *args],
-                          capture_output=True, text=True, timeout=600, check=True)  # fmt: skip
+    done = run_benchmark("service_load", *args)
     rows = table_rows(done.stdout)
     one, three = rows[("retrieve, semantic, 300 entries", 1)], rows[("retrieve, semantic, 300 entries", 3)]
     assert one[5] == "1.00"  # throughput growth is over the fewest clients' row itself
@@ -38,12 +35,10 @@ def test_service_load_benchmark_small(tmp_path: Path) -> None:
 
 def test_llm_dtypes_need_an_export_with_a_merged_model(tmp_path: Path) -> None:
     """--llm-dtypes serves the export's merged model: without one, the run stops before it builds anything."""
-    base = [sys.executable, str(BENCHMARKS / "service_load.py"), "--entries", "50", "--requests", "2",
-            "--policies", "--locomo", str(tmp_path / "absent.json"), "--workdir", str(tmp_path),
-            "--llm-dtypes", "bfloat16"]  # fmt: skip
-    no_export = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    base = ["--entries", "50", "--requests", "2", "--policies", "--locomo", str(tmp_path / "absent.json"),
+            "--workdir", str(tmp_path), "--llm-dtypes", "bfloat16"]  # fmt: skip
+    no_export = run_benchmark("service_load", *base, timeout=300, check=False)
     assert no_export.returncode == 2 and "pass --llm-export too" in no_export.stderr
     (tmp_path / "export").mkdir()
-    unmerged = subprocess.run([*base, "--llm-export", str(tmp_path / "export")], capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
+    unmerged = run_benchmark("service_load", *base, "--llm-export", str(tmp_path / "export"), timeout=300, check=False)
     assert unmerged.returncode == 2 and "holds no merged model" in unmerged.stderr and "--merge" in unmerged.stderr

@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _run(script: str, *args: str) -> None:
-    subprocess.run([sys.executable, str(BENCHMARKS / script), *args], check=True, capture_output=True, timeout=600)
+from tests.benchmarks.scripts import run_benchmark
 
 
 @pytest.mark.slow
 def test_graph_search_benchmark_small(tmp_path):
     out = tmp_path / "graph.json"
-    _run("graph_search.py", "--sizes", "3000", "--queries", "20", "--embed-queries", "3",
-         "--workdir", str(tmp_path), "--store", "ann_threshold=1000", "--json", str(out))  # fmt: skip
+    run_benchmark("graph_search", "--sizes", "3000", "--queries", "20", "--embed-queries", "3",
+                  "--workdir", str(tmp_path), "--store", "ann_threshold=1000", "--json", str(out))  # fmt: skip
     (result,) = json.loads(out.read_text())
     assert result["ann"] and result["ann_mb"] > 0  # the HNSW path ran and its index was saved
     assert result["source_hit"] >= 0.9
@@ -32,7 +25,7 @@ def test_graph_search_benchmark_small(tmp_path):
 @pytest.mark.slow
 def test_ann_recall_benchmark_on_real_embeddings(tmp_path):
     out = tmp_path / "recall.json"
-    _run("ann_recall.py", "--count", "1000", "--queries", "20", "--ef", "128", "--json", str(out))
+    run_benchmark("ann_recall", "--count", "1000", "--queries", "20", "--ef", "128", "--json", str(out))
     result = json.loads(out.read_text())
     (row,) = result["rows"]
     assert row["ef"] == 128 and row["recall10"] >= 0.95  # real MiniLM embeddings are easy for HNSW

@@ -1,29 +1,26 @@
-"""benchmarks/train_step.py runs end to end on tiny synthetic episodes and reports sane figures."""
+"""benchmarks.train_step runs end to end on tiny synthetic episodes and reports sane figures."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "train_step.py"
+from tests.benchmarks.scripts import run_benchmark
 
 
-def tiny_command(out: Path, *extra: str) -> list[str]:
-    """The benchmark on one step of tiny synthetic episodes (G=2, two turns), rows written to `out`."""
-    return [sys.executable, str(SCRIPT), "--source", "synthetic", "--steps", "1", "--generations", "2",
-            "--turns", "2", "--baseline-generations", "2", "--prompt-tokens", "40", "--observation-tokens", "16",
+def tiny_args(out: Path, *extra: str) -> list[str]:
+    """The benchmark's options for one step of tiny synthetic episodes (G=2, two turns), rows written to `out`."""
+    return ["--source", "synthetic", "--steps", "1", "--generations", "2", "--turns", "2",
+            "--baseline-generations", "2", "--prompt-tokens", "40", "--observation-tokens", "16",
             "--action-tokens", "4", "--json", str(out), *extra]  # fmt: skip
 
 
 @pytest.mark.slow
 def test_train_step_benchmark_tiny(tmp_path):
     out = tmp_path / "rows.json"
-    command = tiny_command(out, "--micro-batch", "1", "--max-rss-gb", "12")
-    done = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900)
+    done = run_benchmark("train_step", *tiny_args(out, "--micro-batch", "1", "--max-rss-gb", "12"), timeout=900)
     rows = json.loads(out.read_text())
     assert [(row["settings"], row["error"]) for row in rows] == [("current", None), ("new", None), ("new", None)]
     for row in rows:
@@ -42,7 +39,7 @@ def test_train_step_benchmark_tiny(tmp_path):
 def test_train_step_benchmark_on_cuda(tmp_path):
     """The same rows train in bf16 on the GPU; peak GB is then the memory torch allocated there."""
     out = tmp_path / "rows.json"
-    subprocess.run(tiny_command(out, "--rows", "target", "--device", "cuda"), check=True, timeout=900)
+    run_benchmark("train_step", *tiny_args(out, "--rows", "target", "--device", "cuda"), timeout=900)
     (row,) = json.loads(out.read_text())
     assert row["error"] is None and row["device"] == "cuda"
     assert row["step_s"] > 0 and 0 < row["peak_gb"] < 10

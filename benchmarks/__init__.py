@@ -1,0 +1,1 @@
+"""Speed and memory micro-benchmarks; run each from the repo root as `python -m benchmarks.<name>`."""
