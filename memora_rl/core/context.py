@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from memora_rl.core.render import Tokenizer, count_tokens
 from memora_rl.core.state import ContextMode, group_by_episode, value_date
+from memora_rl.core.tokens import Tokenizer, count_tokens
 from memora_rl.memory.records import Episode, MemoryEntry
 
 

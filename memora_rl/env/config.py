@@ -62,7 +62,7 @@ class EnvConfig(StrictModel):
     frontier_score: FrontierScore = "best"
     """What ranks the frontier by the query: `best` (the better of the abstraction's and the value's
     cosine) or `value` (the value's cosine alone; on LoCoMo's extractive graph the terse keyphrase
-    abstractions of neighbouring turns match the question as often as not, docs/learning.md section 20)."""
+    abstractions of neighbouring turns match the question as often as not, docs/notebook/learning.md section 20)."""
     frontier_order: FrontierOrder = "score"
     """How the frontier's `frontier_limit` items are chosen: `score` (best score first, whatever the link) or
     `interleave` (the best of each link kind in turn, kinds in `frontier_links` order), so entries of one kind

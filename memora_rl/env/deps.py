@@ -33,5 +33,8 @@ def open_existing_store(path: str | Path) -> GraphStore:
     from memora_rl.memory import open_store
 
     if not Path(path).is_file():
-        raise GraphError(f"Graph store {path} does not exist; build it first (memora-rl builders build).")
+        raise GraphError(
+            f"Graph store {path} does not exist; build it first: `memora-rl graph build --data DATA --out {path}` "
+            "(DATA: a LoCoMo/LongMemEval JSON file, 'locomo' or 'synthetic')."
+        )
     return open_store(path)

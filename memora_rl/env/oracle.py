@@ -10,7 +10,7 @@ task trivially solvable. Its walks are also the targets of the supervised warm s
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -153,12 +153,53 @@ class Oracle:
 
     def walk(self, task: Task) -> OracleWalk:
         """The best walk for `task`: highest recall, then lowest cost, then fewest actions."""
+        self.env.reset(options={"task": task})
+        return self._search(task)
+
+    def walk_from(self, task: Task, start: EnvSnapshot | Sequence[str]) -> OracleWalk:
+        """The best continuation of an episode of `task` from a state part way through it.
+
+        The search is `walk`'s, started at that state instead of at reset: it has the steps
+        `max_steps` leaves there, and the refines already played count against `max_refines`.
+
+        Args:
+            task: The episode's task.
+            start: The state: a snapshot of an episode of `task` (from any env over the same store
+                and config), or the action texts that reach it when played from reset.
+
+        Returns:
+            The walk from that state: `actions` are the ones to play next (a stop last unless the
+            env ends first), `initial_recall` the state's recall, `cost` and `refines` those of the
+            continuation alone.
+
+        Raises:
+            ValueError: the state is the end of the episode (nothing is left to choose).
+        """
         env = self.env
         env.reset(options={"task": task})
-        root = _Node(env.snapshot(), (), 0, 0.0)
-        root = _Node(root.snapshot, (), 0, turn_recall(task.evidence, root.snapshot.turn_ids))
+        if isinstance(start, EnvSnapshot):
+            env.restore(start)
+        else:
+            for action in start:
+                if env.snapshot().done:
+                    break
+                env.step(action)
+        if env.snapshot().done:
+            raise ValueError(f"The state of task {task.id!r} ends its episode; there is no next action to choose.")
+        return self._search(task)
+
+    def best_action(self, task: Task, start: EnvSnapshot | Sequence[str]) -> str:
+        """The oracle's next action (canonical JSON text) from a state of `task` (see `walk_from`)."""
+        return self.walk_from(task, start).actions[0]
+
+    def _search(self, task: Task) -> OracleWalk:
+        """Beam search from the env's current state (a running episode of `task`)."""
+        env = self.env
+        start = env.snapshot()
+        used = sum(record.kind == "refine" for record in start.actions)
+        root = _Node(start, (), used, turn_recall(task.evidence, start.turn_ids))
         best, beam, seen = root, [root], {_state_key(root.snapshot)}
-        for _depth in range(env.config.max_steps - 1):  # leave the last step for the stop
+        for _depth in range(env.config.max_steps - 1 - start.step):  # leave the last step for the stop
             if best.recall >= 1.0 or not beam:
                 break
             children: list[_Node] = []
@@ -172,15 +213,14 @@ class Oracle:
                     if _better(child, best):
                         best = child
             beam = sorted((c for c in children if not c.snapshot.done), key=_rank)[: self.beam_width]
-        spent = env.config.budget - best.snapshot.budget_left
         return OracleWalk(
             task_id=task.id,
             category=task.category,
             initial_recall=root.recall,
             recall=best.recall,
             actions=[*best.actions, STOP_TEXT] if not best.snapshot.done else list(best.actions),
-            cost=spent,
-            refines=best.refines,
+            cost=start.budget_left - best.snapshot.budget_left,
+            refines=best.refines - used,
         )
 
     def _try(self, node: _Node, action: str, task: Task) -> _Node | None:
@@ -198,7 +238,7 @@ class Oracle:
 
         The order: the first visible refine, expand the evidence in the frontier, bridge expands, the
         other visible refines. The first visible query is a rule a policy can follow without the
-        evidence (a working-set name and the question's missing words; `benchmarks/refine_headroom.py`
+        evidence (a working-set name and the question's missing words; `memora-rl experiment refine-headroom`
         measures what it finds), where the expand of an evidence id is a choice made with it; at equal
         recall and cost the walk found first is kept, so the oracle teaches the rule wherever it does
         as well.

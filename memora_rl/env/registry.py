@@ -12,7 +12,7 @@ from filelock import FileLock
 
 from memora_rl.builders.registry import REVISIONS
 from memora_rl.config import apply_overrides
-from memora_rl.core.render import Tokenizer
+from memora_rl.core.tokens import Tokenizer
 from memora_rl.data.records import Corpus, Task
 from memora_rl.data.splits import SplitName
 from memora_rl.env.deps import Judge, QueryEmbedder

@@ -1,28 +1,33 @@
-"""`RetrievalEnv`: the Gymnasium MDP in which a policy walks a memory graph to answer a question."""
+"""`RetrievalEnv`: the Gymnasium MDP in which a policy walks a memory graph to answer a question.
+
+An episode's retrieval state (query, working set, frontier) is a `WorkingSet` (`env.working_set`);
+its steps, budget and action records are an `EpisodeLedger` (`env.ledger`), which also holds the rules.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from memora_rl.core.context import build_context
+from memora_rl.core.observation import render_observation
 from memora_rl.core.parse import ActionParseError, ExpandAction, RefineAction, StopAction, parse_action
-from memora_rl.core.render import Tokenizer, count_tokens, link_label, one_line, render_observation
-from memora_rl.core.state import FrontierView, ObservationState, value_date
+from memora_rl.core.state import ObservationState
+from memora_rl.core.tokens import Tokenizer
 from memora_rl.core.trajectory import ActionKind, ActionRecord, StopReason, Trajectory
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.deps import Judge, QueryEmbedder, open_existing_store
 from memora_rl.env.info import FrontierInfo, StepInfo
+from memora_rl.env.ledger import EpisodeLedger
+from memora_rl.env.snapshot import EnvSnapshot
 from memora_rl.env.spaces import UnicodeText
+from memora_rl.env.working_set import WorkingSet
 from memora_rl.errors import ConfigError, GraphError, RolloutError
-from memora_rl.memory.records import Episode, FrontierItem, MemoryEntry
 from memora_rl.memory.store import GraphStore
 
 logger = logging.getLogger(__name__)
@@ -31,23 +36,6 @@ MAX_ACTION_CHARS = 8_192
 """Length bound of the action space (characters of one policy turn)."""
 CUT_TURN_ERROR = "turn cut at max_completion_tokens"
 """Error of a policy turn the caller cut at its token limit (recorded by `force_stop` as invalid)."""
-_EPSILON = 1e-9
-
-
-def frontier_view(item: FrontierItem, entry: MemoryEntry | None) -> FrontierView:
-    """What the policy may be shown of a frontier item (`entry`: its stored entry, None if unreadable).
-
-    Abstraction, date and value are always filled; the renderer decides what to show (`show_dates`,
-    `frontier_value_tokens`), so one state renders in any layout.
-    """
-    return FrontierView(
-        entry_id=item.entry_id,
-        anchor=item.anchor_text if item.via == "anchor" else link_label(item.anchor_text),
-        abstraction=entry.abstraction if entry else "",
-        via=item.via,
-        date=value_date(entry) if entry else "",
-        value=entry.value if entry else "",
-    )
 
 
 class RetrievalEnv(gym.Env[str, str]):
@@ -65,7 +53,7 @@ class RetrievalEnv(gym.Env[str, str]):
     recorded in the trajectory and shown to the policy in the next observation.
 
     ## Observation Space
-    `UnicodeText`: the rendered user turn (`memora_rl.core.render.render_observation`): question,
+    `UnicodeText`: the rendered user turn (`memora_rl.core.observation.render_observation`): question,
     working set (entry lines, or in the episodic `context_mode`s the text of their episodes), frontier
     with the link that brought each item, budget left and the last action's error.
 
@@ -149,7 +137,9 @@ class RetrievalEnv(gym.Env[str, str]):
         if task.conversation_id not in self.store.graph_ids():
             raise GraphError(
                 f"Task {task.id!r} needs graph {task.conversation_id!r}, which the store does not hold; "
-                "build the graph for this conversation first (memora-rl builders build)."
+                "build the graph for this conversation first: `memora-rl graph build --data DATA "
+                f"--out {getattr(self.store, 'path', 'STORE')} --conversations {task.conversation_id}` "
+                "(DATA: the conversations' LoCoMo/LongMemEval JSON file, 'locomo' or 'synthetic')."
             )
         started = time.perf_counter()
         self._start(task)
@@ -173,9 +163,9 @@ class RetrievalEnv(gym.Env[str, str]):
         started = time.perf_counter()
         record = self._apply(action, parse_action(action))
         self.last_search_s = time.perf_counter() - started
-        self._record(record)
+        self._ledger.record(record)
         terminated = record.kind == "stop"
-        return self._outcome(record.kind, record.error, self._stop_reason(terminated), terminated)
+        return self._outcome(record.kind, record.error, self._ledger.stop_reason(terminated), terminated)
 
     def force_stop(self, cut_text: str | None = None) -> tuple[str, float, bool, bool, StepInfo]:
         """End the episode for the caller (a rollout out of turns or tokens) without a policy action.
@@ -194,9 +184,8 @@ class RetrievalEnv(gym.Env[str, str]):
         self._check_running("force_stop", "" if cut_text is None else cut_text)
         self.last_search_s = 0.0
         if cut_text is not None:
-            step, self._step = self._step, self._step + 1
-            self._record(self._invalid(step, cut_text, CUT_TURN_ERROR))
-        self._record(ActionRecord(step=self._step, text="", kind="forced"))
+            self._ledger.record(self._ledger.invalid(self._ledger.next_step(), cut_text, CUT_TURN_ERROR))
+        self._ledger.record(ActionRecord(step=self._ledger.step, text="", kind="forced"))
         return self._outcome("forced", CUT_TURN_ERROR if cut_text is not None else None, "forced", False)
 
     def render(self) -> str | None:
@@ -234,130 +223,36 @@ class RetrievalEnv(gym.Env[str, str]):
         """Initial retrieval: fused search for the question, working set = top-k, then the frontier."""
         self._task = task
         self._done = False
-        self._step = 0
-        self._budget_left = self.config.budget
-        self._costs = {"expand": 0.0, "refine": 0.0, "invalid": 0.0, "total": 0.0}
-        self._actions: list[ActionRecord] = []
-        self._last_error: str | None = None
-        self._working: list[MemoryEntry] = []
-        self._working_ids: set[str] = set()
-        self._frontier: list[FrontierView] = []
-        self._entry_cache: dict[str, MemoryEntry] = {}
-        self._episode_cache: dict[str, Episode | None] = {}
-        self._set_query(task.question)
-        self._retrieve(self.config.initial_top_k)
-        self._initial_turn_ids = sorted({turn_id for entry in self._working for turn_id in entry.source_turn_ids})
-
-    def _set_query(self, query: str) -> None:
-        """Make `query` current and embed it once (every frontier ranking until the next refine reuses it)."""
-        self._query = query
-        self._query_vector = self._get_embedder().encode_one(query)
-
-    def _retrieve(self, k: int) -> None:
-        """Add the query's top-k hits not yet retrieved (or, with `refine_new_entries`, its k best new ones)."""
-        depth = k + len(self._working_ids) if self.config.refine_new_entries else k
-        if self.config.episode_channel:
-            hits = self.store.search(self.graph_id, self._query, k=depth, episode_channel=True)
-        else:
-            hits = self.store.search(self.graph_id, self._query, k=depth)  # text: BM25 channel too
-        new_ids = [hit.entry_id for hit in hits if hit.entry_id not in self._working_ids]
-        self._add_entries(new_ids[:k])
-
-    def _add_entries(self, entry_ids: Sequence[str]) -> None:
-        """Append entries to the working set (in order) and recompute the frontier."""
-        for entry in self._fetch(list(dict.fromkeys(entry_ids))):
-            if entry.id not in self._working_ids:
-                self._working.append(entry)
-                self._working_ids.add(entry.id)
-        self._refresh_frontier()
-
-    def _fetch(self, entry_ids: Sequence[str]) -> list[MemoryEntry]:
-        """Entries by id, in order, read from the store once per episode (frontier entries are often expanded)."""
-        missing = [entry_id for entry_id in entry_ids if entry_id not in self._entry_cache]
-        if missing:
-            for entry in self.store.get_entries(self.graph_id, missing):
-                self._entry_cache[entry.id] = entry
-        return [self._entry_cache[entry_id] for entry_id in entry_ids if entry_id in self._entry_cache]
-
-    def _refresh_frontier(self) -> None:
-        """Frontier of the working set ranked by the current query, with each entry's abstraction (none at limit 0)."""
-        if self.config.frontier_limit == 0:
-            return
-        items = self._frontier_items([entry.id for entry in self._working])
-        entries = {entry.id: entry for entry in self._fetch([item.entry_id for item in items])}
-        self._frontier = [
-            frontier_view(item, entries.get(item.entry_id)) for item in items if item.entry_id not in self._working_ids
-        ]
-
-    def _frontier_items(self, ids: list[str]) -> list[FrontierItem]:
-        """`store.frontier` of the working set; link, score and order options are passed only when not the defaults."""
-        limit = self.config.frontier_limit
-        links, score, order = self.config.frontier_links, self.config.frontier_score, self.config.frontier_order
-        if links == ["anchor"] and score == "best" and order == "score":  # every `GraphStore` serves the default
-            return self.store.frontier(self.graph_id, ids, ids, self._query_vector, limit=limit)
-        return self.store.frontier(
-            self.graph_id, ids, ids, self._query_vector, limit=limit,
-            links=links, similar_threshold=self.config.similar_threshold, score=score, order=order,
-        )  # fmt: skip
-
-    def _episodes(self) -> list[Episode]:
-        """Stored episodes of the working set's entries, first met first (read once per episode, only when shown)."""
-        if self.config.context_mode == "factual":
-            return []
-        wanted = list(dict.fromkeys(episode_id for entry in self._working for episode_id in entry.episode_ids))
-        missing = [episode_id for episode_id in wanted if episode_id not in self._episode_cache]
-        if missing:
-            found = {episode.id: episode for episode in self.store.get_episodes(self.graph_id, missing)}
-            self._episode_cache.update({episode_id: found.get(episode_id) for episode_id in missing})
-        return [episode for episode_id in wanted if (episode := self._episode_cache[episode_id]) is not None]
+        self._ledger = EpisodeLedger(self.config)
+        self._working = WorkingSet(self.store, task.conversation_id, self.config, self._get_embedder())
+        self._working.set_query(task.question)
+        self._working.retrieve(self.config.initial_top_k)
+        self._initial_turn_ids = sorted(
+            {turn_id for entry in self._working.entries for turn_id in entry.source_turn_ids}
+        )
 
     def _apply(self, text: str, parsed: ExpandAction | RefineAction | StopAction | ActionParseError) -> ActionRecord:
         """Check the action against the rules, change the state, and return its record."""
-        step = self._step
-        self._step += 1
+        ledger = self._ledger
+        step = ledger.next_step()
         if isinstance(parsed, ActionParseError):
-            return self._invalid(step, text, parsed.message)
+            return ledger.invalid(step, text, parsed.message)
         if isinstance(parsed, StopAction):
             return ActionRecord(step=step, text=text, kind="stop")
         if isinstance(parsed, RefineAction):
-            problem = self._unaffordable(self.config.refine_cost, "refine")
+            problem = ledger.unaffordable(self.config.refine_cost, "refine")
             if problem:
-                return self._invalid(step, text, problem, query=parsed.query)
-            self._set_query(parsed.query)
-            self._retrieve(self.config.refine_top_k or self.config.initial_top_k)
+                return ledger.invalid(step, text, problem, query=parsed.query)
+            self._working.set_query(parsed.query)
+            self._working.retrieve(self.config.refine_top_k or self.config.initial_top_k)
             return ActionRecord(step=step, text=text, kind="refine", query=parsed.query, cost=self.config.refine_cost)
         ids = list(dict.fromkeys(parsed.ids))
-        problem = self._expand_problem(ids)
+        problem = ledger.expand_problem(ids, self._working.frontier)
         if problem:
-            return self._invalid(step, text, problem, ids=ids)
-        self._add_entries(ids)
+            return ledger.invalid(step, text, problem, ids=ids)
+        self._working.add(ids)
         cost = self.config.expand_cost_per_id * len(ids)
         return ActionRecord(step=step, text=text, kind="expand", ids=ids, cost=cost)
-
-    def _expand_problem(self, ids: list[str]) -> str | None:
-        """Why an expand of `ids` is not allowed now, or None."""
-        limit = self.config.max_ids_per_expand
-        if len(ids) > limit:
-            return f"expand named {len(ids)} ids; at most {limit} per turn."
-        offered = {item.entry_id for item in self._frontier}
-        outside = [entry_id for entry_id in ids if entry_id not in offered]
-        if outside:
-            shown = ", ".join(item.entry_id for item in self._frontier) or "none"
-            return f"{', '.join(outside)} not in the frontier; expand only frontier ids ({shown})."
-        return self._unaffordable(self.config.expand_cost_per_id * len(ids), f"expanding {len(ids)} ids")
-
-    def _unaffordable(self, cost: float, what: str) -> str | None:
-        """An error when `cost` exceeds the budget left, else None."""
-        if cost > self._budget_left + _EPSILON:
-            return f"{what} costs {cost:g} but only {self._budget_left:g} budget is left."
-        return None
-
-    def _invalid(
-        self, step: int, text: str, error: str, ids: list[str] | None = None, query: str | None = None
-    ) -> ActionRecord:
-        """Record an invalid action: it costs `invalid_cost` (at most what is left) and changes nothing."""
-        cost = min(self.config.invalid_cost, self._budget_left)
-        return ActionRecord(step=step, text=text, kind="invalid", ids=ids or [], query=query, error=error, cost=cost)
 
     def _check_running(self, method: str, text: object) -> None:
         """Refuse a step outside a running episode, or a policy text that is not a string."""
@@ -365,15 +260,6 @@ class RetrievalEnv(gym.Env[str, str]):
             raise RolloutError(f"{method}() called on a finished or never-started episode; call reset() first.")
         if not isinstance(text, str):
             raise RolloutError(f"{method}() takes the policy's text (str), got {type(text).__name__}.")
-
-    def _record(self, record: ActionRecord) -> None:
-        """Append an action to the episode and charge its cost to the budget."""
-        self._actions.append(record)
-        if record.kind in self._costs:
-            self._costs[record.kind] += record.cost
-        self._costs["total"] += record.cost
-        self._budget_left = max(0.0, self._budget_left - record.cost)
-        self._last_error = record.error
 
     def _outcome(
         self, kind: ActionKind, error: str | None, stop_reason: StopReason | None, terminated: bool
@@ -389,39 +275,22 @@ class RetrievalEnv(gym.Env[str, str]):
         info = self._info(kind, error, stop_reason, components, trajectory)
         return self._observe(), reward, terminated, truncated, info
 
-    def _stop_reason(self, terminated: bool) -> StopReason | None:
-        """Why the episode ends after this step, or None while it goes on."""
-        if terminated:
-            return "stop"
-        cheapest = min(self.config.expand_cost_per_id, self.config.refine_cost)
-        if cheapest > 0 and self._budget_left + _EPSILON < cheapest:
-            return "budget"
-        if self._step >= self.config.max_steps:
-            return "max_steps"
-        return None
-
     # ---- outputs -------------------------------------------------------------------------------
 
     def _trajectory(self, stop_reason: StopReason) -> Trajectory:
         """The finished episode as the judge's input."""
-        mode = self.config.context_mode
-        episodes = self._episodes()
-        if mode == "factual":  # the entries' one-line `abstraction: value` text, as always
-            context = "\n".join(f"{one_line(e.abstraction)}: {one_line(e.value)}" for e in self._working)
-            tokens = count_tokens(context, self.tokenizer) if context else 0
-        else:
-            tokens = build_context(self._working, episodes, mode, self.tokenizer).tokens
+        episodes = self._working.episodes()
         return Trajectory(
             task=self.task,
             graph_id=self.graph_id,
-            actions=[record.model_copy() for record in self._actions],
-            retrieved=[entry.model_copy(deep=True) for entry in self._working],
+            actions=[record.model_copy() for record in self._ledger.actions],
+            retrieved=[entry.model_copy(deep=True) for entry in self._working.entries],
             budget=self.config.budget,
-            budget_spent=self.config.budget - self._budget_left,
+            budget_spent=self.config.budget - self._ledger.budget_left,
             stop_reason=stop_reason,
-            context_tokens=tokens,
+            context_tokens=self._working.context_tokens(episodes, self.tokenizer),
             initial_turn_ids=list(self._initial_turn_ids),
-            context_mode=mode,
+            context_mode=self.config.context_mode,
             episodes=[episode.model_copy(deep=True) for episode in episodes],
         )
 
@@ -429,19 +298,19 @@ class RetrievalEnv(gym.Env[str, str]):
         """Render the current state as the policy's next user turn."""
         state = ObservationState(
             question=self.task.question,
-            query=self._query,
-            working_set=self._working,
-            frontier=self._frontier,
+            query=self._working.query,
+            working_set=self._working.entries,
+            frontier=self._working.frontier,
             budget=self.config.budget,
-            budget_left=self._budget_left,
-            step=self._step,
+            budget_left=self._ledger.budget_left,
+            step=self._ledger.step,
             max_steps=self.config.max_steps,
             expand_cost_per_id=self.config.expand_cost_per_id,
             refine_cost=self.config.refine_cost,
             max_ids_per_expand=self.config.max_ids_per_expand,
-            last_error=self._last_error,
+            last_error=self._ledger.last_error,
             context_mode=self.config.context_mode,
-            episodes=self._episodes(),
+            episodes=self._working.episodes(),
             show_dates=self.config.show_dates,
             frontier_value_tokens=self.config.frontier_value_tokens,
         )
@@ -460,12 +329,14 @@ class RetrievalEnv(gym.Env[str, str]):
         """A fresh info dict (no object shared with earlier calls)."""
         return StepInfo(
             task_id=self.task.id,
-            query=self._query,
-            working_set_ids=[entry.id for entry in self._working],
-            frontier=[FrontierInfo(id=item.entry_id, anchor=item.anchor, via=item.via) for item in self._frontier],
-            budget_left=float(self._budget_left),
-            step=self._step,
-            costs=dict(self._costs),
+            query=self._working.query,
+            working_set_ids=[entry.id for entry in self._working.entries],
+            frontier=[
+                FrontierInfo(id=item.entry_id, anchor=item.anchor, via=item.via) for item in self._working.frontier
+            ],
+            budget_left=float(self._ledger.budget_left),
+            step=self._ledger.step,
+            costs=dict(self._ledger.costs),
             action=action,
             parse_error=error,
             stop_reason=stop_reason,
@@ -497,51 +368,21 @@ class RetrievalEnv(gym.Env[str, str]):
             raise RolloutError("snapshot() needs a started episode; call reset() first.")
         return EnvSnapshot(
             done=self._done,
-            step=self._step,
-            budget_left=self._budget_left,
-            costs=dict(self._costs),
-            actions=list(self._actions),
-            last_error=self._last_error,
-            working=list(self._working),
-            frontier=list(self._frontier),
-            query=self._query,
-            query_vector=self._query_vector,
+            step=self._ledger.step,
+            budget_left=self._ledger.budget_left,
+            costs=dict(self._ledger.costs),
+            actions=list(self._ledger.actions),
+            last_error=self._ledger.last_error,
+            working=list(self._working.entries),
+            frontier=list(self._working.frontier),
+            query=self._working.query,
+            query_vector=self._working.query_vector,
             observation=self._observation,
         )
 
     def restore(self, snapshot: EnvSnapshot) -> None:
         """Return the current episode to a state taken by `snapshot()` (same task)."""
         self._done = snapshot.done
-        self._step = snapshot.step
-        self._budget_left = snapshot.budget_left
-        self._costs = dict(snapshot.costs)
-        self._actions = list(snapshot.actions)
-        self._last_error = snapshot.last_error
-        self._working = list(snapshot.working)
-        self._working_ids = {entry.id for entry in snapshot.working}
-        self._frontier = list(snapshot.frontier)
-        self._query = snapshot.query
-        self._query_vector = snapshot.query_vector
+        self._ledger.restore(snapshot.step, snapshot.budget_left, snapshot.costs, snapshot.actions, snapshot.last_error)
+        self._working.restore(snapshot.working, snapshot.frontier, snapshot.query, snapshot.query_vector)
         self._observation = snapshot.observation
-
-
-@dataclass(frozen=True)
-class EnvSnapshot:
-    """A `RetrievalEnv` episode's mutable state (entries and records are shared, never mutated)."""
-
-    done: bool
-    step: int
-    budget_left: float
-    costs: dict[str, float]
-    actions: list[ActionRecord]
-    last_error: str | None
-    working: list[MemoryEntry]
-    frontier: list[FrontierView]
-    query: str
-    query_vector: Any
-    observation: str
-
-    @property
-    def turn_ids(self) -> set[str]:
-        """Source turn ids covered by the working set (what evidence recall counts)."""
-        return {turn_id for entry in self.working for turn_id in entry.source_turn_ids}

@@ -42,6 +42,9 @@ def evaluate(
     concurrency: Annotated[int | None, config_option(EvalConfig, "concurrency")] = None,
     latency_questions: Annotated[int | None, config_option(EvalConfig, "latency_questions")] = None,
     seed: Annotated[int | None, config_option(EvalConfig, "seed")] = None,
+    constrained: Annotated[
+        bool | None, config_option(EvalConfig, "constrained", "--constrained/--unconstrained")
+    ] = None,
     transformers: Annotated[
         bool, typer.Option("--transformers", help="Generate in-process even if a server URL is set.")
     ] = False,
@@ -79,6 +82,7 @@ def evaluate(
             concurrency=concurrency,
             latency_questions=latency_questions,
             seed=seed,
+            constrained=constrained,
             restart=restart,
             env_overrides=override,
         )

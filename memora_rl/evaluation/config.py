@@ -61,6 +61,10 @@ class EvalConfig(StrictModel):
     """Base seed: episode i is reset with seed + i (and the random baseline's seed, and the `limit` sample)."""
     max_new_tokens: int = Field(default=64, ge=1)
     """Token limit of one LLM action."""
+    constrained: bool | None = None
+    """Decode LLM actions on the server under the JSON schema of the actions valid in each state (vLLM
+    structured outputs), so none is invalid. None: on for exports, off for `prompted:` models; needs
+    `base_url` (transformers generation is never constrained)."""
     tokenizer: str = DEFAULT_TOKENIZER
     """Tokenizer that counts context tokens for baselines (LLM policies use their own)."""
     restart: bool = False

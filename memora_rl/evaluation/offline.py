@@ -28,6 +28,7 @@ from memora_rl.evaluation.policies import (
     make_graph_policy,
     needs_graph_store,
     parse_policy_spec,
+    use_constrained_decoding,
 )
 from memora_rl.evaluation.records import QuestionRecord
 from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_results
@@ -198,8 +199,9 @@ def _eval_graph(
 
     env_config = resolve_env_spec(config.env, config.env_overrides).env
     policy, tokenizer = make_graph_policy(
-        spec, env_config, base_url=config.base_url, seed=config.seed, max_new_tokens=config.max_new_tokens
-    )
+        spec, env_config, base_url=config.base_url, seed=config.seed,
+        max_new_tokens=config.max_new_tokens, constrained=config.constrained,
+    )  # fmt: skip
     tokenizer = tokenizer or _load_tokenizer(config.tokenizer)
     from memora_rl.judge import TrajectoryJudge
 
@@ -315,6 +317,8 @@ def run_eval(config: EvalConfig) -> EvalRun:
     meta = {"policy": spec.name, "policy_spec": config.policy, "env": config.env, "split": config.split}
     meta.update({"limit": config.limit, "questions": len(records), "env_overrides": config.env_overrides})
     meta.update({**answerer_identity(config), "llm_usage": usage})
+    if spec.kind in ("prompted", "export"):  # whether the LLM's actions were decoded under the action schema
+        meta["constrained"] = use_constrained_decoding(spec, config.base_url, config.constrained)
     write_results(out, metrics, meta)
     write_run_plots(out, {spec.name: metrics}, {spec.name: records})
     logger.info("Evaluated %s on %d %s questions of %s -> %s", spec.name, len(records), config.split, config.env, out)

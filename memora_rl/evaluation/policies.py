@@ -26,6 +26,7 @@ from memora_rl.policy.baselines import BASELINES
 from memora_rl.policy.served_context import served_tokenizer, warn_if_context_short
 
 if TYPE_CHECKING:
+    from memora_rl.core.action_schema import ActionLimits
     from memora_rl.memory.store import GraphStore
     from memora_rl.policy.nemori_retrieval import NemoriRetrievalConfig
 
@@ -170,31 +171,66 @@ def make_graph_policy(
     base_url: str | None = None,
     seed: int = 0,
     max_new_tokens: int = 64,
+    constrained: bool | None = None,
 ) -> tuple[Policy, Any | None]:
     """Build a graph policy; returns it with the tokenizer its prompts are counted in (None for baselines).
 
     Args:
         spec: A parsed spec of kind `graph_baseline`, `prompted` or `export`.
-        env_config: The env's costs (baselines stay within its budget).
+        env_config: The env's costs (baselines stay within its budget; a constrained LLM's schema follows them).
         base_url: OpenAI-compatible `/v1` URL of a vLLM server; None generates with transformers.
         seed: Seed of the random baseline.
         max_new_tokens: Token limit of one LLM action.
+        constrained: Decode LLM actions under the per-turn action schema (`use_constrained_decoding`).
     """
     if spec.kind == "graph_baseline":
         from memora_rl.policy.baselines import CostModel, make_baseline
 
         return make_baseline(spec.target, seed=seed, costs=CostModel.from_env_config(env_config)), None
     if spec.kind in ("prompted", "export"):
+        from memora_rl.core.action_schema import ActionLimits
+
         make = _prompted_policy if spec.kind == "prompted" else _export_policy
-        policy, tokenizer, served_name = make(spec, base_url, max_new_tokens)
+        guided = use_constrained_decoding(spec, base_url, constrained)
+        limits = ActionLimits.from_env_config(env_config) if guided else None
+        policy, tokenizer, served_name = make(spec, base_url, max_new_tokens, limits)
         if base_url is not None and served_name is not None:
             warn_if_context_short(base_url, served_name, env_config, tokenizer, max_new_tokens)
         return policy, tokenizer
     raise EvalError(f"Policy {spec.name!r} is a context baseline: it does not walk the graph.")
 
 
-def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any, str | None]:
-    """A zero-shot LLM policy on a server or in-process (registry name or folder); with the served name, if any."""
+def use_constrained_decoding(spec: PolicySpec, base_url: str | None, constrained: bool | None) -> bool:
+    """Whether an LLM policy decodes under the per-turn action schema (vLLM structured outputs).
+
+    None (the default) constrains exports played on a server, whose invalid actions would otherwise
+    grow on envs unlike their training data, and leaves `prompted:` models free (the zero-shot
+    baseline as it writes). The transformers backend is never constrained.
+
+    >>> export = PolicySpec("export", "run-final", "runs/x/export")
+    >>> use_constrained_decoding(export, "http://h/v1", None), use_constrained_decoding(export, None, None)
+    (True, False)
+
+    Raises:
+        EvalError: constrained=True without a server URL.
+    """
+    if base_url is None:
+        if constrained:
+            raise EvalError(
+                "--constrained decodes through vLLM structured outputs and needs a policy server: pass --base-url "
+                "(or set MEMORA_RL_VLLM_URL), or drop --constrained."
+            )
+        return False
+    return spec.kind == "export" if constrained is None else constrained
+
+
+def _prompted_policy(
+    spec: PolicySpec, base_url: str | None, max_new_tokens: int, limits: ActionLimits | None = None
+) -> tuple[Policy, Any, str | None]:
+    """A zero-shot LLM policy on a server or in-process (registry name or folder); with the served name, if any.
+
+    `limits`: the env's action limits when the server policy decodes under the action schema (None: free).
+    """
     from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
 
     if base_url is None:
@@ -203,21 +239,25 @@ def _prompted_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int
         )
         policy = make_llm_policy(config)
         return policy, policy.tokenizer, None  # type: ignore[attr-defined]
-    from memora_rl.llm.server import list_served_models
+    from memora_rl.llm.server_api import list_served_models
 
     served = list_served_models(base_url)
     match = next((m for m in served if m["id"] == spec.target), None)
     if match is None:
         names = ", ".join(m["id"] for m in served)
         raise EvalError(f"The server at {base_url} does not serve {spec.target!r}; it serves: {names}.")
-    config = LLMPolicyConfig(
-        backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
-    )
-    return make_llm_policy(config), served_tokenizer(str(match.get("root") or spec.target)), spec.target
+    config = LLMPolicyConfig(backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens,
+                             name=spec.name, constrained=limits is not None)  # fmt: skip
+    return make_llm_policy(config, limits), served_tokenizer(str(match.get("root") or spec.target)), spec.target
 
 
-def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) -> tuple[Policy, Any, str | None]:
-    """An exported policy on a server (its merged weights if served, else its adapter hot-loaded), or in-process."""
+def _export_policy(
+    spec: PolicySpec, base_url: str | None, max_new_tokens: int, limits: ActionLimits | None = None
+) -> tuple[Policy, Any, str | None]:
+    """An exported policy on a server (its merged weights if served, else its adapter hot-loaded), or in-process.
+
+    `limits`: the env's action limits when the server policy decodes under the action schema (None: free).
+    """
     from memora_rl.llm.registry import load_tokenizer
     from memora_rl.policy.export_folder import load_export, load_export_model
     from memora_rl.policy.llm_policy import LLMPolicyConfig, TransformersPolicy, make_llm_policy
@@ -227,14 +267,14 @@ def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) 
     if base_url is None:
         model = load_export_model(export, merged=export.has_merged)
         return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer, None
-    from memora_rl.llm.server import load_lora_adapter, served_name_of, serves_weights_of
+    from memora_rl.llm.server_api import load_lora_adapter, served_name_of, serves_weights_of
 
     served = served_name_of(base_url, str(export.merged_dir)) if export.has_merged else None
     if served is not None:  # the merged weights, as `serve-memory --policy llm` plays them: no adapter needed
         logger.info("%s serves the merged weights of %s as %r.", base_url, export.path, served)
     else:
-        base = export.manifest.base_model
-        if not serves_weights_of(base_url, base):  # a warm-started run's adapter belongs on the warm start
+        base = export.base_model
+        if not serves_weights_of(base_url, base):  # an adapter belongs on its base (registry model or export base/)
             raise EvalError(
                 f"The server at {base_url} does not serve the base model of {export.path} ({base}) or its merged "
                 f"weights; the adapter would run on other weights. Serve that model (`memora-rl serve --model "
@@ -243,10 +283,9 @@ def _export_policy(spec: PolicySpec, base_url: str | None, max_new_tokens: int) 
         served = f"{spec.name}-{export.manifest.export_id}"
         load_lora_adapter(base_url, served, export.adapter_dir.resolve(), inplace=True)
         logger.info("Loaded the adapter of %s on %s as %r.", export.path, base_url, served)
-    config = LLMPolicyConfig(
-        backend="server", model=served, base_url=base_url, max_new_tokens=max_new_tokens, name=spec.name
-    )
-    return make_llm_policy(config), tokenizer, served
+    config = LLMPolicyConfig(backend="server", model=served, base_url=base_url, max_new_tokens=max_new_tokens,
+                             name=spec.name, constrained=limits is not None)  # fmt: skip
+    return make_llm_policy(config, limits), tokenizer, served
 
 
 def token_counter(tokenizer: Any) -> Callable[[str], int]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -40,3 +42,23 @@ def exploration(context: typer.Context) -> None:
     from memora_rl.experiments.exploration import main
 
     typer.echo(main(list(context.args))["table"])
+
+
+@experiment_app.command("results")
+def results(
+    check: Annotated[bool, typer.Option(help="Exit 1 when the page differs from its records; write nothing.")] = False,
+    results_dir: Annotated[Path, typer.Option(help="Folder of the result records.")] = Path("docs/results"),
+    page: Annotated[Path, typer.Option(help="The Markdown page rendered from them.")] = Path("docs/results.md"),
+) -> None:
+    """Render docs/results.md from the records in docs/results/, each written by the command that measured it."""
+    from memora_rl.experiments.records import read_records, render_results
+
+    rendered = render_results(read_records(results_dir))
+    if check:
+        if not page.is_file() or page.read_text() != rendered:
+            typer.echo(f"{page} differs from what {results_dir}/*.json render; run `memora-rl experiment results`.")
+            raise typer.Exit(1)
+        typer.echo(f"{page} matches its {len(read_records(results_dir))} records.")
+        return
+    page.write_text(rendered)
+    typer.echo(f"wrote {page} from {results_dir}/*.json")

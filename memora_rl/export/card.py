@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memora_rl.policy.export_folder import ADAPTER_DIR, MERGED_DIR, ExportManifest
+from memora_rl.policy.export_folder import ADAPTER_DIR, BASE_DIR, MERGED_DIR, ExportManifest
 
 CARD_METRICS = (
     ("questions", "n"),
@@ -55,6 +55,38 @@ def _train_metrics(metrics: dict[str, Any]) -> list[str]:
     return [f"- `{key}`: {_number(metrics[key])}" for key in keys[:25]]
 
 
+def _base_lines(manifest: ExportManifest) -> list[str]:
+    """The model card's lines on the base model and the run's warm start (no path outside the export)."""
+    bundled = manifest.base_model == BASE_DIR
+    lines = [
+        f"- Base model: `{BASE_DIR}/` in this folder (no registry model)"
+        if bundled
+        else f"- Base model: `{manifest.base_model}` (a registry name or hub id)"
+    ]
+    warm = manifest.warm_start
+    if warm and warm.get("how") == "stacked":
+        lines.append(
+            "- Warm start: its LoRA (merged into the base before GRPO) and GRPO's LoRA are stacked into "
+            f"`{ADAPTER_DIR}/` (one rank-{manifest.adapter.get('r', '?')} adapter holding both updates)"
+        )
+    elif warm:
+        lines.append(
+            f"- Warm start: merged into `{BASE_DIR}/` (the run kept no warm-start adapter to stack); "
+            f"`{ADAPTER_DIR}/` is GRPO's LoRA on it"
+        )
+    return lines
+
+
+def _serve_lines(manifest: ExportManifest) -> list[str]:
+    """Shell lines that serve the export with vLLM: the merged model, or the base with the adapter at runtime."""
+    from memora_rl.llm.server import served_lora_rank
+
+    base = f"<this folder>/{BASE_DIR}" if manifest.base_model == BASE_DIR else manifest.base_model
+    rank = served_lora_rank(int(manifest.adapter.get("r") or 8))
+    lines = [f"memora-rl serve --model <this folder>/{MERGED_DIR} --no-enable-lora"] if manifest.merged else []
+    return [*lines, f"memora-rl serve --model {base} --max-lora-rank {rank} --lora policy=<this folder>/{ADAPTER_DIR}"]
+
+
 def render_model_card(manifest: ExportManifest) -> str:
     """README.md of an export: what it is, how to load and serve it, training setup, data split, metrics."""
     config = manifest.train_config
@@ -68,8 +100,7 @@ def render_model_card(manifest: ExportManifest) -> str:
         '`{"action": "stop"}`) under a budget. Trained with GRPO (TRL) on trajectory-judge rewards.',
         "",
         "## Model",
-        f"- Base model: `{manifest.base_model}`"
-        + (f" (trained from `{manifest.base_model_path}`)" if manifest.base_model_path else ""),
+        *_base_lines(manifest),
         f"- Adapter: `{ADAPTER_DIR}/` (LoRA r={lora.get('r', '?')}, alpha={lora.get('lora_alpha', '?')}, "
         f"targets {', '.join(lora.get('target_modules') or []) or '?'})",
         f"- Merged model: `{MERGED_DIR}/` ({manifest.merged_dtype})"
@@ -83,8 +114,7 @@ def render_model_card(manifest: ExportManifest) -> str:
         "```bash",
         f"memora-rl eval --env {manifest.env or '<env>'} --policy <this folder> --split test"
         + ("  # plays the run's env overrides (Training, below)" if manifest.env_overrides else ""),
-        "python -m vllm.entrypoints.openai.api_server --model <base model> --enable-lora \\",
-        f"    --lora-modules policy=<this folder>/{ADAPTER_DIR} --max-lora-rank {lora.get('r', 8)}",
+        *_serve_lines(manifest),
         "```",
         "",
         "## Training",

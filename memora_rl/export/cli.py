@@ -18,7 +18,12 @@ def export(
     step: Annotated[
         int | None, typer.Option("--step", help="Export checkpoint-<step> (default: final/, else the latest).")
     ] = None,
-    merge: Annotated[bool, typer.Option("--merge", help="Also write the merged model (float32 safetensors).")] = False,
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge/--no-merge", help="Also write the merged model (float32 safetensors), which eval and serve take."
+        ),
+    ] = True,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing export folder.")] = False,
     verify: Annotated[
         str, typer.Option("--verify", help="Checks before publishing: transformers | vllm (both) | none.")
@@ -34,7 +39,10 @@ def export(
         list[Path] | None, typer.Option("--eval", help="`memora-rl eval` output folder to quote in the card.")
     ] = None,
 ) -> None:
-    """Copy the adapter (and optionally the merged model), tokenizer and model card; verify; publish atomically."""
+    """Write the adapter (a warm start's stacked in), the merged model, tokenizer and card; verify; publish atomically.
+
+    The folder holds everything it needs and names its base by registry name: it can be copied anywhere.
+    """
     from memora_rl.errors import ExportError
     from memora_rl.export.writer import ExportRequest, export_run
 

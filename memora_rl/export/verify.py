@@ -36,7 +36,7 @@ def first_step_fixture(
 ) -> tuple[Any, list[dict[str, str]], dict[str, Any]]:
     """An env (with spec `overrides`) reset on its first test task (else its first task): the env, chat and info."""
     from memora_rl.env.registry import make_env
-    from memora_rl.policy.render import chat_opener
+    from memora_rl.policy.chat import chat_opener
 
     env, tasks = make_env(env_name, split="test", overrides=overrides, tokenizer=tokenizer)
     if not tasks:
@@ -114,7 +114,7 @@ def _served_chat(base_url: str, model: str) -> Callable[[list[dict[str, str]], d
 def _server(model: str, served_name: str, base_url: str | None, lora_rank: int) -> AbstractContextManager[Any]:
     """The running server at `base_url`, or a float32 vLLM server started (and stopped) for the check."""
     if base_url is not None:
-        from memora_rl.llm.server import attach
+        from memora_rl.llm.server_api import attach
 
         return nullcontext(attach(base_url))
     from memora_rl.llm.server import ServerConfig, VLLMServer, served_lora_rank
@@ -135,12 +135,12 @@ def verify_vllm(
         overrides: Dotted `key=value` overrides of the env spec (the run's `env_overrides`).
     """
     from memora_rl.llm.registry import load_tokenizer
-    from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
+    from memora_rl.llm.server_api import load_lora_adapter, unload_lora_adapter
 
     tokenizer = load_tokenizer(str(export.path))
     rank = int(export.manifest.adapter.get("r") or 8)
     records = []
-    with _server(export.manifest.base_model, "export-base", base_url, rank) as server:
+    with _server(export.base_model, "export-base", base_url, rank) as server:
         name = f"{ADAPTER_CHECK_NAME}-{export.manifest.export_id}"
         load_lora_adapter(server.base_url, name, Path(export.adapter_dir).resolve(), inplace=True)
         try:

@@ -1,7 +1,9 @@
-"""`export_run`: write a training run's adapter (and optionally the merged model) as a self-describing folder.
+"""`export_run`: write a training run's adapter (and the merged model) as a self-describing folder.
 
-The folder is assembled in a hidden staging folder next to the target, verified, then renamed
-into place, so a killed export never leaves a half-written folder under the final name.
+The folder holds everything it needs and records no path outside itself (`memora_rl.export.portable`):
+a warm-started run's adapter is its warm start's and GRPO's stacked into one over the registry base.
+It is assembled in a hidden staging folder next to the target, verified, then renamed into place,
+so a killed export never leaves a half-written folder under the final name.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from pydantic import Field
 from memora_rl.config import StrictModel
 from memora_rl.errors import ExportError
 from memora_rl.export.card import render_model_card
+from memora_rl.export.portable import BasePlan, copy_adapter, plan_base, portable_config, portable_path
 from memora_rl.export.run_folder import RunSource, open_run
+from memora_rl.export.stack import stack_adapters
 from memora_rl.export.verify import VerifyMode, verify_export
 from memora_rl.policy.export_folder import (
     ADAPTER_DIR,
     ADAPTER_FILES,
+    BASE_DIR,
     CARD_FILE,
     MANIFEST_FILE,
     MERGED_DIR,
@@ -39,6 +44,8 @@ GENERATION_CONFIG = "generation_config.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 MERGED_DTYPE = "float32"
 """The merged model is saved in float32 so it decodes like the adapter on the float32 base (docs/architecture.md)."""
+ADAPTER_KEYS = ("r", "lora_alpha", "use_rslora", "lora_dropout", "target_modules")
+"""The adapter settings the manifest lists."""
 
 
 class ExportRequest(StrictModel):
@@ -50,8 +57,9 @@ class ExportRequest(StrictModel):
     """Export folder to create, e.g. `exports/<name>`."""
     step: int | None = Field(default=None, ge=0)
     """Export `checkpoint-<step>`; None takes `final/`, else the latest checkpoint."""
-    merge: bool = False
-    """Also write the base model with the adapter merged in (`merged/`, safetensors)."""
+    merge: bool = True
+    """Also write the base model with the adapter merged in (`merged/`, safetensors): eval and serve-memory
+    take it when it is there."""
     force: bool = False
     """Replace an existing folder at `out`."""
     verify: VerifyMode = "transformers"
@@ -151,26 +159,26 @@ def _write_merged(base_model: str, adapter_dir: Path, staging: Path) -> None:
     logger.info("Wrote the merged model (%s) to %s", MERGED_DTYPE, target)
 
 
-def build_manifest(source: RunSource, request: ExportRequest, adapter_config: dict[str, Any]) -> ExportManifest:
-    """The manifest of an export of `source` (verification filled in later)."""
+def build_manifest(source: RunSource, request: ExportRequest, adapter_dir: Path, base: BasePlan) -> ExportManifest:
+    """The manifest of an export of `source` whose adapter is in `adapter_dir` (verification filled in later)."""
     git_sha, git_dirty = git_revision(Path(__file__).parent)
-    base_path = adapter_config.get("base_model_name_or_path")
+    adapter_config = json.loads((adapter_dir / ADAPTER_FILES[0]).read_text())
     return ExportManifest(
-        export_id=_sha256_prefix(source.adapter_dir / ADAPTER_FILES[1]),
+        export_id=_sha256_prefix(adapter_dir / ADAPTER_FILES[1]),
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         git_sha=git_sha,
         git_dirty=git_dirty,
-        base_model=str(source.config.get("model") or base_path),
-        base_model_path=base_path,
-        source_run=str(source.run_dir.resolve()),
+        base_model=base.model,
+        source_run=portable_path(str(source.run_dir)),
         source_checkpoint=source.checkpoint_name,
         step=source.step,
         env=source.config.get("env") or source.data_split.get("env"),
         env_overrides=list(source.config.get("env_overrides") or []),
-        adapter={key: adapter_config.get(key) for key in ("r", "lora_alpha", "lora_dropout", "target_modules")},
+        adapter={key: adapter_config.get(key) for key in ADAPTER_KEYS},
+        warm_start=base.warm_start,
         merged=request.merge,
         merged_dtype=MERGED_DTYPE if request.merge else None,
-        train_config=source.config,
+        train_config=portable_config(source.config, base.model),
         data_split={**source.data_split, "task_count": len(source.data_split.get("task_ids", []))},
         train_metrics=source.last_metrics,
         eval_results=read_eval_results(request.eval_results),
@@ -187,15 +195,21 @@ def _assemble(source: RunSource, request: ExportRequest, staging: Path) -> Expor
     """Write every file of the export into `staging`; return its manifest."""
     from memora_rl.llm.registry import resolve_model
 
-    (staging / ADAPTER_DIR).mkdir(parents=True)
-    for name in ADAPTER_FILES:
-        shutil.copy2(source.adapter_dir / name, staging / ADAPTER_DIR / name)
-    adapter_config = json.loads((source.adapter_dir / ADAPTER_FILES[0]).read_text())
-    manifest = build_manifest(source, request, adapter_config)
-    base_path = resolve_model(manifest.base_model)
+    staging.mkdir(parents=True)
+    adapter_dir = staging / ADAPTER_DIR
+    base = plan_base(source, json.loads((source.adapter_dir / ADAPTER_FILES[0]).read_text()))
+    if base.warm_adapter is not None:
+        stack_adapters(base.warm_adapter, source.adapter_dir, adapter_dir, base.model)
+    else:
+        copy_adapter(source.adapter_dir, adapter_dir, base.model)
+    if base.bundle is not None:
+        shutil.copytree(base.bundle, staging / BASE_DIR)
+        logger.info("Copied the base model %s into the export's %s/", base.bundle, BASE_DIR)
+    base_path = str(staging / BASE_DIR) if base.bundle is not None else resolve_model(base.model)
+    manifest = build_manifest(source, request, adapter_dir, base)
     _copy_tokenizer(source, base_path, staging)
     if request.merge:
-        _write_merged(manifest.base_model, staging / ADAPTER_DIR, staging)
+        _write_merged(base_path, adapter_dir, staging)
     write_manifest_and_card(staging, manifest)
     return manifest
 

@@ -18,10 +18,11 @@ ANSWER_GRADERS: frozenset[str] = frozenset({"answer_llm", "token_f1"})
 
 
 class JudgeConfig(StrictModel):
-    """Reward J = w_g * G - w_r * R - w_c * C + w_f * F, plus logged-only metrics.
+    """Reward J = w_g * G - w_r * R - w_c * C - λ * X + w_f * F, plus logged-only metrics.
 
-    Weights are magnitudes (>= 0); the judge applies the signs. A weight of 0 keeps the
-    component in the logged metrics without letting it move the reward.
+    X is the context cost: context tokens / `context_token_unit`; λ is `context_weight` (0 by default,
+    so recipes that do not set it keep their reward). Weights are magnitudes (>= 0); the judge applies
+    the signs. A weight of 0 keeps the component in the logged metrics without letting it move the reward.
     """
 
     correctness: CorrectnessGrader = "evidence_recall"
@@ -34,6 +35,12 @@ class JudgeConfig(StrictModel):
     """w_r, weight of redundancy R (share of retrieved pairs with near-duplicate values, [0, 1])."""
     cost_weight: float = Field(default=0.4, ge=0.0)
     """w_c, weight of cost C (budget spent / budget + refine_cost per refine)."""
+    context_weight: float = Field(default=0.0, ge=0.0)
+    """λ, weight of the context cost X (context tokens handed to an answerer / `context_token_unit`, >= 0):
+    reward lost per `context_token_unit` tokens of retrieved context. 0 (default) logs X without using it;
+    with λ > 0 expanding every id is no longer nearly free, so choosing the evidence entries pays."""
+    context_token_unit: int = Field(default=100, ge=1)
+    """Tokens per unit of the context cost X (policy tokenizer, or 4 characters per token, as the env counts)."""
     format_weight: float = Field(default=0.1, ge=0.0)
     """w_f, weight of the format score F (share of the policy's actions that parsed and were allowed, [0, 1]).
     A small positive value gives a tiny policy a learning signal before it retrieves anything."""

@@ -176,6 +176,43 @@ def make_cost_reward(refine_cost: float = 0.1) -> CostReward:
     return CostReward(refine_cost)
 
 
+def context_cost(trajectory: Trajectory, token_unit: int = 100) -> float:
+    """Tokens of retrieved context handed to an answerer, in units of `token_unit` tokens.
+
+    Unlike C, which counts budget units, this grows with what the walk hands on: expanding every
+    id costs context tokens, so a walk that picks the evidence entries beats one that takes all.
+    Range [0, inf); an episode that retrieved nothing scores 0.0.
+
+    >>> from memora_rl.data.records import Task
+    >>> task = Task(id="q", conversation_id="c", question="?", answer="a", category="temporal")
+    >>> context_cost(Trajectory(task=task, graph_id="g", budget=8, context_tokens=250), token_unit=100)
+    2.5
+    """
+    if token_unit < 1:
+        raise RolloutError(f"The context cost's token_unit must be >= 1 token, got {token_unit}.")
+    return trajectory.context_tokens / token_unit
+
+
+class ContextCostReward:
+    """Named callable: the context cost with a fixed number of tokens per unit."""
+
+    __name__ = "context_cost"
+
+    def __init__(self, token_unit: int) -> None:
+        self.token_unit = token_unit
+
+    def __call__(self, trajectory: Trajectory) -> float:
+        """Context cost of the trajectory, see `context_cost`."""
+        return context_cost(trajectory, self.token_unit)
+
+
+def make_context_cost_reward(token_unit: int = 100) -> ContextCostReward:
+    """Factory for the context cost (context tokens / `token_unit`, range [0, inf))."""
+    if token_unit < 1:
+        raise RolloutError(f"The context cost's token_unit must be >= 1 token, got {token_unit}.")
+    return ContextCostReward(token_unit)
+
+
 def format_score(trajectory: Trajectory) -> float:
     """Share of the policy's own actions that parsed and were allowed; each invalid action lowers it.
 

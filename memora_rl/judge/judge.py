@@ -1,4 +1,4 @@
-"""The trajectory judge: J = w_g * G - w_r * R - w_c * C + w_f * F over a finished episode.
+"""The trajectory judge: J = w_g * G - w_r * R - w_c * C - λ * X + w_f * F over a finished episode.
 
 Components (keys of `JudgeResult.components`, logged as `reward/{name}`):
 
@@ -7,6 +7,7 @@ Components (keys of `JudgeResult.components`, logged as `reward/{name}`):
 | `correctness`     | +w_g    | G from the configured grader (evidence recall, LLM label or token F1)|
 | `redundancy`      | -w_r    | R, share of retrieved pairs with value cosine >= delta               |
 | `cost`            | -w_c    | C, budget spent / budget + refine_cost per refine                    |
+| `context_cost`    | -λ      | X, context tokens / context_token_unit; λ = context_weight, default 0|
 | `format`          | +w_f    | F, share of the policy's actions that parsed and were allowed        |
 | `evidence_recall` | 0       | always logged (model-free)                                           |
 | `answer_correct`  | 0       | 1/0 LLM label (answer_llm grader only)                               |
@@ -66,6 +67,7 @@ def build_rubric(config: JudgeConfig, embedder: TextEncoder) -> Rubric:
         "redundancy", graders.make_redundancy_reward(embedder, config.redundancy_delta), -config.redundancy_weight
     )
     rubric.add("cost", graders.make_cost_reward(config.refine_cost), -config.cost_weight)
+    rubric.add("context_cost", graders.make_context_cost_reward(config.context_token_unit), -config.context_weight)
     rubric.add("format", graders.format_score, config.format_weight)
     rubric.add_metric("evidence_recall", graders.evidence_recall)
     if config.correctness == "answer_llm":
@@ -105,7 +107,8 @@ class TrajectoryJudge:
     """Scores finished trajectories with the rubric of a `JudgeConfig`.
 
     Args:
-        config: Weights, grader choice and optional LLM endpoints (defaults: evidence recall, 1.0/0.4/0.4/0.1).
+        config: Weights, grader choice and optional LLM endpoints (defaults: evidence recall,
+            w_g/w_r/w_c/λ/w_f = 1.0/0.4/0.4/0/0.1).
         embedder: Encoder for the redundancy grader; None loads `config.embedder` via `get_embedder`.
         llm: Client for both the answerer and the judge LLM; None builds `LLMClient`s from
             `config.answerer` / `config.judge_llm` when the grader needs them.

@@ -81,7 +81,8 @@ def serve(
     """Serve a model with vLLM (OpenAI-compatible, runtime LoRA on unless --no-enable-lora) until Ctrl-C."""
     from pydantic import ValidationError
 
-    from memora_rl.llm.server import VLLMServer, load_lora_adapter
+    from memora_rl.llm.server import VLLMServer
+    from memora_rl.llm.server_api import load_lora_adapter
 
     adapters = [parse_lora_spec(spec) for spec in lora or []]
     if adapters and enable_lora is False:

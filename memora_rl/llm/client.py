@@ -30,92 +30,19 @@ from pydantic import BaseModel
 from memora_rl.async_bridge import LoopRunningError, run_sync
 from memora_rl.errors import LLMError, StructuredOutputError
 from memora_rl.llm.client_config import ChatResult, LLMConfig
+from memora_rl.llm.endpoint import backoff_delay, fix_hint, is_retryable, parse_completion, retry_after_s
 from memora_rl.llm.response_cache import CachedAnswer, ResponseCache, request_key
 from memora_rl.llm.structured import parse_structured, repair_messages, response_format, with_schema_instruction
 from memora_rl.llm.usage import UsageTracker
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ChatResult", "LLMClient", "LLMConfig", "Message", "backoff_delay", "fix_hint", "parse_completion"]
+__all__ = ["ChatResult", "LLMClient", "LLMConfig", "Message"]
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 ResultT = TypeVar("ResultT")
 Message = dict[str, str]
 """One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
-
-
-def is_retryable(status: int) -> bool:
-    """True for 429 (rate limit) and 5xx (server error) but 501; other 4xx would fail again the same way.
-
-    >>> [is_retryable(code) for code in (400, 404, 429, 500, 501, 503)]
-    [False, False, True, True, False, True]
-    """
-    return status == 429 or (500 <= status < 600 and status != 501)
-
-
-def backoff_delay(attempt: int, base_s: float, max_s: float, rng: random.Random | None = None) -> float:
-    """Full-jitter exponential backoff: uniform in [0, min(max_s, base_s * 2**attempt)] seconds.
-
-    >>> 0.0 <= backoff_delay(3, 0.5, 2.0) <= 2.0
-    True
-    """
-    ceiling = min(max_s, base_s * (2.0**attempt))
-    return (rng or random).uniform(0.0, ceiling)
-
-
-def fix_hint(status: int | None, detail: str = "") -> str:
-    """What the user can do about a failed request, by HTTP status (None = no HTTP response) and reply.
-
-    >>> fix_hint(400, "This model's maximum context length is 2048 tokens.")[:48]
-    'The prompt and max_tokens do not fit the served '
-    """
-    if status == 400 and "context length" in detail.lower():
-        return (
-            "The prompt and max_tokens do not fit the served model's context (the server's max_model_len): "
-            "a multi-step chat grows with every observation. Restart the server with a larger --max-model-len "
-            "(`memora-rl serve --max-model-len 8192`), or shorten the chat (fewer env steps: --set env.max_steps=3)."
-        )
-    if status is None:
-        return (
-            "Is a server running at base_url? Start one (e.g. `memora-rl serve --model smollm2-135m-instruct "
-            "--port 8000`), or fix base_url / raise timeout_s."
-        )
-    if status in (401, 403):
-        return "Set a valid api_key (or the OPENAI_API_KEY environment variable)."
-    if status == 404:
-        return "Check base_url ends in /v1 and model matches a served name (GET <base_url>/models lists them)."
-    if status == 429:
-        return "The endpoint is rate limiting: lower max_concurrency or raise max_retries / backoff_max_s."
-    if status >= 500:
-        return "The server failed: read its log; lower max_concurrency if it ran out of memory."
-    return (
-        "The request was rejected: check max_tokens against the model's context length and the messages; "
-        "if the endpoint does not support response_format, set use_response_format=False."
-    )
-
-
-def parse_completion(payload: Any) -> CachedAnswer:
-    """Read text, token usage and finish reason out of a `/chat/completions` JSON body."""
-    try:
-        choice = payload["choices"][0]
-        text = choice["message"].get("content") or ""
-    except (KeyError, IndexError, TypeError, AttributeError) as error:
-        raise ValueError(f"no choices[0].message.content in the response ({str(payload)[:200]})") from error
-    usage = payload.get("usage") or {}
-    return CachedAnswer(
-        text=text,
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
-        finish_reason=choice.get("finish_reason"),
-    )
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    """The server's Retry-After header in seconds, when it is a number."""
-    try:
-        return float(response.headers["retry-after"])
-    except (KeyError, ValueError):
-        return None
 
 
 class LLMClient:
@@ -170,7 +97,13 @@ class LLMClient:
     # ----- public API -------------------------------------------------------------------------
 
     async def chat(
-        self, messages: list[Message], *, phase: str, max_tokens: int | None = None, temperature: float | None = None
+        self,
+        messages: list[Message],
+        *,
+        phase: str,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        extra_body: dict[str, Any] | None = None,
     ) -> ChatResult:
         """Send one chat request and return the answer text with its token counts.
 
@@ -179,11 +112,13 @@ class LLMClient:
             phase: usage label, e.g. `memora/extract` or `judge/answer`.
             max_tokens: completion token limit; None = `config.max_tokens`.
             temperature: sampling temperature; None = `config.temperature`.
+            extra_body: fields added to this request's body (and cache key) over `config.extra_body`,
+                e.g. vLLM's `{"structured_outputs": {"json": schema}}`.
 
         Raises:
             LLMError: the endpoint failed after the retries, naming the URL, model, status and the fix.
         """
-        result, _ = await self._answer(messages, phase, max_tokens, temperature, schema=None)
+        result, _ = await self._answer(messages, phase, max_tokens, temperature, schema=None, extra_body=extra_body)
         return result
 
     async def chat_json(
@@ -261,11 +196,12 @@ class LLMClient:
         max_tokens: int | None,
         temperature: float | None,
         schema: type[BaseModel] | None,
+        extra_body: dict[str, Any] | None = None,
     ) -> tuple[ChatResult, BaseModel | None]:
         """Serve a request from the cache or the endpoint, validating and caching the answer."""
         started = time.perf_counter()
         self.usage.add(phase, calls=1)
-        body = self._body(messages, max_tokens, temperature, schema)
+        body = {**self._body(messages, max_tokens, temperature, schema), **(extra_body or {})}
         key = request_key(
             model=self.config.model,
             messages=messages,
@@ -273,7 +209,7 @@ class LLMClient:
             temperature=body["temperature"],
             max_tokens=body["max_tokens"],
             seed=self.config.seed,
-            extra=self.config.extra_body,
+            extra={**self.config.extra_body, **(extra_body or {})},
         )
         hit = self._from_cache(key, schema)
         if hit is not None:
@@ -397,7 +333,7 @@ class LLMClient:
             if not is_retryable(status):
                 break
             delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_max_s, self._rng)
-            retry_after = _retry_after_s(response)
+            retry_after = retry_after_s(response)
             if retry_after is not None:
                 delay = min(max(delay, retry_after), self.config.backoff_max_s)
             logger.warning("LLM request to %s got HTTP %d; attempt %d.", self.url, status, attempt + 1)

@@ -36,7 +36,7 @@ def load_usearch() -> ModuleType:
     """The `usearch` package with its `index` module; every usearch import of the project goes through here.
 
     onnxruntime 1.32 segfaults when it is imported after usearch 2.26 in one process, and the ONNX
-    embedder (`memora_rl.onnx_encoder`) may be made after the first ANN search, so onnxruntime, when
+    embedder (`memora_rl.embedding.onnx_encoder`) may be made after the first ANN search, so onnxruntime, when
     installed, is loaded first (0.05 s, 20 MB).
     """
     if importlib.util.find_spec("onnxruntime") is not None:

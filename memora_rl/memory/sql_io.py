@@ -306,3 +306,21 @@ def read_anchors(conn: sqlite3.Connection, graph_id: str) -> list[CueAnchor]:
             "SELECT seq, id, text FROM anchors WHERE graph_id = ? ORDER BY seq", (graph_id,)
         )
     ]
+
+
+def graph_counts(conn: sqlite3.Connection, graph_id: str) -> dict[str, int]:
+    """Counts of entries, anchors, episodes, links and history versions of a graph."""
+    one = conn.execute
+    return {
+        "entries": one("SELECT count(*) FROM entries WHERE graph_id = ?", (graph_id,)).fetchone()[0],
+        "anchors": one("SELECT count(*) FROM anchors WHERE graph_id = ?", (graph_id,)).fetchone()[0],
+        "episodes": one("SELECT count(*) FROM episodes WHERE graph_id = ?", (graph_id,)).fetchone()[0],
+        "links": one(
+            "SELECT count(*) FROM entry_anchors l JOIN anchors a ON a.seq = l.anchor_seq WHERE a.graph_id = ?",
+            (graph_id,),
+        ).fetchone()[0],
+        "history": one(
+            "SELECT count(*) FROM entry_history h JOIN entries e ON e.seq = h.entry_seq WHERE e.graph_id = ?",
+            (graph_id,),
+        ).fetchone()[0],
+    }

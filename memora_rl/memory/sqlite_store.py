@@ -1,6 +1,6 @@
 """`SQLiteGraphStore`: the embedded `GraphStore` backend (one SQLite file, several graphs).
 
-The store is a facade over three parts, each explained where it lives:
+The store is a facade over four parts, each explained where it lives:
 
 - `StoreConnection` (`memory.connection`): the one SQLite connection and the lock that
   serialises its use across threads;
@@ -8,7 +8,8 @@ The store is a facade over three parts, each explained where it lives:
   read, and the rules that keep them coherent with the database (and the saved HNSW
   indexes, `memory.ann_files`);
 - `GraphWriter` (`memory.writer`): every mutation, one `BEGIN IMMEDIATE` transaction each,
-  so a process killed mid-write leaves the previous consistent state.
+  so a process killed mid-write leaves the previous consistent state;
+- `EntrySearch` (`memory.entry_search`): the fused entry search (vector channels, BM25, episodes).
 
 Reads, search and frontier are defined here.
 """
@@ -24,11 +25,12 @@ from typing import TYPE_CHECKING, Literal, get_args, overload
 import numpy as np
 
 from memora_rl.errors import GraphError
-from memora_rl.memory import ann_files, bm25, sql_io
+from memora_rl.memory import ann_files, sql_io
 from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.connection import StoreConnection
+from memora_rl.memory.entry_search import EntrySearch
 from memora_rl.memory.frontier import frontier_items
-from memora_rl.memory.graph_cache import GraphCache, episode_label
+from memora_rl.memory.graph_cache import GraphCache
 from memora_rl.memory.integrity import run_integrity_checks
 from memora_rl.memory.records import (
     CueAnchor,
@@ -44,13 +46,7 @@ from memora_rl.memory.records import (
     SearchKind,
 )
 from memora_rl.memory.search import (
-    episode_entry_ranking,
     episode_ranking,
-    filter_mask,
-    query_words,
-    rrf_fuse,
-    selective_words,
-    vector_rankings,
 )
 from memora_rl.memory.store import Decider, IntegrityReport, SearchFilters, SimilarBy, UpsertResult
 from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
@@ -80,7 +76,7 @@ class SQLiteGraphStore:
         self._db = StoreConnection(self.path)
         self._views = GraphViews(self._db, self.config, lambda: self.dim)
         self._writer = GraphWriter(self._db, self._views, self._embed, self.config)
-        self._has_vocab = False
+        self._search = EntrySearch(self._db, self.config)
 
     # --- plumbing ----------------------------------------------------------------------------
     def __enter__(self) -> SQLiteGraphStore:
@@ -154,20 +150,8 @@ class SQLiteGraphStore:
             yield
 
     def add_episode(self, episode: Episode) -> Episode:
-        """Store (or replace, by id) an episode with the embedding of its cue + text.
-
-        A loaded view of the graph gets the episode's vector after the commit (read back, not re-embedded).
-        """
-        stored = self._writer.add_episode(episode)
-        with self._db.lock:
-            cache = self._views.loaded(episode.graph_id)
-            if cache is not None:
-                (blob,) = self._db.conn.execute(
-                    "SELECT vector FROM episodes WHERE graph_id = ? AND id = ?", (episode.graph_id, episode.id)
-                ).fetchone()
-                vector = np.frombuffer(blob, dtype=np.float32)
-                cache.put_episode(episode.id, episode_label(episode.title, episode.text), vector)
-        return stored
+        """Store (or replace, by id) an episode with the embedding of its cue + text; see `GraphWriter.add_episode`."""
+        return self._writer.add_episode(episode)
 
     def upsert_entry(
         self,
@@ -252,20 +236,7 @@ class SQLiteGraphStore:
 
     def stats(self, graph_id: str) -> dict[str, int]:
         """Counts of entries, anchors, episodes, links and history versions of a graph."""
-        one = self._db.conn.execute
-        return {
-            "entries": one("SELECT count(*) FROM entries WHERE graph_id = ?", (graph_id,)).fetchone()[0],
-            "anchors": one("SELECT count(*) FROM anchors WHERE graph_id = ?", (graph_id,)).fetchone()[0],
-            "episodes": one("SELECT count(*) FROM episodes WHERE graph_id = ?", (graph_id,)).fetchone()[0],
-            "links": one(
-                "SELECT count(*) FROM entry_anchors l JOIN anchors a ON a.seq = l.anchor_seq WHERE a.graph_id = ?",
-                (graph_id,),
-            ).fetchone()[0],
-            "history": one(
-                "SELECT count(*) FROM entry_history h JOIN entries e ON e.seq = h.entry_seq WHERE e.graph_id = ?",
-                (graph_id,),
-            ).fetchone()[0],
-        }
+        return sql_io.graph_counts(self._db.conn, graph_id)
 
     def value_vectors(self, graph_id: str, entry_ids: Sequence[str]) -> np.ndarray:
         """L2-normalised value embeddings, (len(entry_ids), dim)."""
@@ -343,85 +314,12 @@ class SQLiteGraphStore:
         hits: list[SearchHit | EpisodeHit] = []
         if "entry" in kinds:
             with_episodes = self.config.episode_channel if episode_channel is None else episode_channel
-            hits.extend(self._entry_hits(cache, graph_id, query, vector, k, filters, with_episodes))
+            hits.extend(self._search.entry_hits(cache, graph_id, query, vector, k, filters, with_episodes))
         if "episode" in kinds:
             with self._db.lock, single_thread_blas():
                 ranked = episode_ranking(cache, vector, k, filters)
             hits.extend(EpisodeHit(episode_id=episode_id, score=score) for episode_id, score in ranked)
         return hits
-
-    def _entry_hits(
-        self,
-        cache: GraphCache,
-        graph_id: str,
-        query: str | np.ndarray,
-        vector: np.ndarray,
-        k: int,
-        filters: SearchFilters | None,
-        episode_channel: bool,
-    ) -> list[SearchHit]:
-        """The fused (RRF) entry search: vector channels, BM25 for text, the episode channel when asked."""
-        mask = filter_mask(cache, filters)
-        depth = max(k, self.config.channel_depth)
-        with self._db.lock, single_thread_blas():
-            rankings = vector_rankings(cache, vector, depth, mask)
-            if isinstance(query, str) and self.config.bm25:
-                rankings.append(self._bm25_ranking(cache, graph_id, query, depth, mask))
-            if episode_channel:
-                rankings.append(episode_entry_ranking(cache, vector, depth, mask))
-        fused = rrf_fuse(rankings, self.config.rrf_k)
-        best = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
-        return [SearchHit(entry_id=cache.entry_ids[row], score=score) for row, score in best]
-
-    def _bm25_ranking(
-        self, cache: GraphCache, graph_id: str, text: str, depth: int, mask: np.ndarray | None
-    ) -> list[int]:
-        """Rows of the graph's entries by BM25 over the graph's own statistics (see `memory.bm25`)."""
-        conn = self._db.conn
-        terms = self._query_terms(cache, graph_id, query_words(text))
-        frequencies = [per_entry for term in terms if (per_entry := bm25.term_frequencies(conn, graph_id, term))]
-        if not frequencies:
-            return []
-        if cache.token_total is None:
-            cache.token_total = bm25.token_total(conn, graph_id)
-        entries = cache.abstractions.live
-        candidates = sorted({seq for per_entry in frequencies for seq in per_entry})
-        scores = bm25.bm25_scores(
-            frequencies, bm25.entry_lengths(conn, candidates), entries, cache.token_total / max(entries, 1)
-        )
-        fetch = depth if mask is None else depth * 4
-        best = sorted(scores, key=lambda seq: (-scores[seq], seq))[:fetch]
-        rows = [cache.seq_row[seq] for seq in best if seq in cache.seq_row]
-        return [row for row in rows if mask is None or mask[row]][:depth]
-
-    def _graph_count(self) -> int:
-        """Graphs in the store (a handful of rows: cheap to count per query)."""
-        return int(self._db.conn.execute("SELECT count(*) FROM graphs").fetchone()[0])
-
-    def _query_terms(self, cache: GraphCache, graph_id: str, words: list[str]) -> list[str]:
-        """The index terms of the query words that BM25 scores.
-
-        In a graph of `ann_threshold` entries or more, terms found in more than
-        `StoreConfig.bm25_max_doc_share` of its entries are dropped (see `search.selective_words`).
-        """
-        conn = self._db.conn
-        if not self._has_vocab:
-            bm25.ensure_vocab(conn)
-            self._has_vocab = True
-        terms = list(dict.fromkeys(term for word in words for term in bm25.fts_terms(word)))
-        entries = cache.abstractions.live
-        share = self.config.bm25_max_doc_share
-        if share < 1.0 and terms and entries >= self.config.ann_threshold:
-            most = share * entries
-            counts = {term: bm25.store_doc_count(conn, term) for term in terms}  # cheap upper bounds
-            common = [term for term, count in counts.items() if count > most]
-            if common and self._graph_count() > 1:  # with one graph the store's count is the graph's
-                for term in common:
-                    if term not in cache.doc_counts:
-                        cache.doc_counts[term] = bm25.graph_doc_count(conn, graph_id, term)
-                    counts[term] = cache.doc_counts[term]
-            terms = selective_words(terms, counts, most)
-        return terms
 
     def frontier(
         self,

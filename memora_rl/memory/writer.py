@@ -2,7 +2,8 @@
 
 `SQLiteGraphStore` owns one `GraphWriter` and hands it its write calls. Each public method
 embeds what it needs first, then writes in one transaction, then patches the graph's view
-if it is loaded (the coherence rules are in `memory.views`).
+if it is loaded (the coherence rules are in `memory.views`). What a create-or-update writes
+is planned by `UpsertPlanner` (`memory.upsert_plan`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,32 +18,12 @@ from memora_rl.errors import GraphError
 from memora_rl.memory import sql_io
 from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.connection import StoreConnection
-from memora_rl.memory.graph_cache import EntryRow, GraphCache, timestamp
-from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, MemoryEntry, ValueVersion
-from memora_rl.memory.store import Decider, MergeDecision, SimilarBy, UpsertResult
-from memora_rl.memory.vectors import as_unit_vector, single_thread_blas
+from memora_rl.memory.graph_cache import EntryRow, GraphCache, episode_label, timestamp
+from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, MemoryEntry
+from memora_rl.memory.store import Decider, SimilarBy, UpsertResult
+from memora_rl.memory.upsert_plan import UpsertPlan, UpsertPlanner, union
+from memora_rl.memory.vectors import as_unit_vector
 from memora_rl.memory.views import GraphViews
-
-
-def _union(first: Sequence[str], second: Sequence[str]) -> list[str]:
-    """Items of both, first-seen order, no duplicates."""
-    return list(dict.fromkeys([*first, *second]))
-
-
-@dataclass
-class _Plan:
-    """What one create-or-update writes: a new `entry` (no `target`), or `entry` merged into `target`."""
-
-    entry: MemoryEntry
-    abstraction_vector: np.ndarray
-    value_vector: np.ndarray
-    anchor_texts: list[str]
-    """Anchors to link: the candidate's, or on a merge the decider's re-derived ones when it gave any."""
-    target: MemoryEntry | None = None
-    old: ValueVersion | None = None
-    """The target's value before the merge, appended to its history."""
-    replace_anchors: bool = False
-    """True when `anchor_texts` replace the target's anchors instead of joining them."""
 
 
 class GraphWriter:
@@ -67,9 +47,13 @@ class GraphWriter:
         self._views = views
         self._embed = embed
         self.config = config
+        self._planner = UpsertPlanner(db, views, embed, config)
 
     def add_episode(self, episode: Episode) -> Episode:
-        """Store (or replace, by id) an episode with the embedding of its cue + text (`Episode.embedding_text`)."""
+        """Store (or replace, by id) an episode with the embedding of its cue + text (`Episode.embedding_text`).
+
+        A loaded view of the graph gets the episode's vector after the commit (read back, not re-embedded).
+        """
         vector = self._embed([episode.embedding_text])[0]
         with self._views.transaction() as conn:
             self._db.record_dim(conn, len(vector))
@@ -82,6 +66,14 @@ class GraphWriter:
                 (episode.graph_id, episode.id, episode.text, episode.title, json.dumps(episode.source_turn_ids),
                  sql_io.iso(episode.start_time), sql_io.iso(episode.end_time), sql_io.blob(vector)),
             )  # fmt: skip
+        with self._db.lock:
+            cache = self._views.loaded(episode.graph_id)
+            if cache is not None:
+                (blob,) = self._db.conn.execute(
+                    "SELECT vector FROM episodes WHERE graph_id = ? AND id = ?", (episode.graph_id, episode.id)
+                ).fetchone()
+                stored = np.frombuffer(blob, dtype=np.float32)
+                cache.put_episode(episode.id, episode_label(episode.title, episode.text), stored)
         return episode
 
     def _vector_dim(self, vector: np.ndarray) -> int:
@@ -134,11 +126,11 @@ class GraphWriter:
         abstraction_vector = as_unit_vector(abstraction_vector, dim, "The abstraction vector")
         value_vector = as_unit_vector(value_vector, dim, "The value vector")
         seen = self._db.write_token()
-        plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector, similar_by)
+        plan = self._planner.plan(graph_id, candidate, decider, abstraction_vector, value_vector, similar_by)
         anchors_by_text = self._anchor_vectors(plan.anchor_texts, anchor_vectors)
         with self._views.transaction() as conn:
             if self._db.write_token() != seen:  # BEGIN IMMEDIATE holds the write lock: this read cannot go stale
-                plan = self._plan(graph_id, candidate, decider, abstraction_vector, value_vector, similar_by)
+                plan = self._planner.plan(graph_id, candidate, decider, abstraction_vector, value_vector, similar_by)
                 anchors_by_text = self._anchor_vectors(plan.anchor_texts, anchor_vectors)
             if plan.target is None:
                 seq, anchors = self._write_create(conn, graph_id, plan, anchors_by_text)
@@ -157,7 +149,7 @@ class GraphWriter:
                 self._sync_links(cache, entry.id, anchors, anchors_by_text)
             return UpsertResult(entry=plan.entry, created=True)
         linked = [ref.id for ref in sorted(anchors.values(), key=lambda ref: ref.seq)]
-        plan.entry.anchor_ids = linked if plan.replace_anchors else _union(plan.target.anchor_ids, linked)
+        plan.entry.anchor_ids = linked if plan.replace_anchors else union(plan.target.anchor_ids, linked)
         if cache is not None:
             cache.update_entry(plan.target.id, plan.abstraction_vector, plan.value_vector, added,
                                plan.entry.source_turn_ids)  # fmt: skip
@@ -168,54 +160,11 @@ class GraphWriter:
                 cache.remove_anchor(anchor_id)
         return UpsertResult(entry=plan.entry, created=False)
 
-    def _plan(
-        self,
-        graph_id: str,
-        candidate: EntryCandidate,
-        decider: Decider,
-        abstraction_vector: np.ndarray,
-        value_vector: np.ndarray,
-        similar_by: SimilarBy,
-    ) -> _Plan:
-        """Read the similar entries, ask the decider, and work out what its answer writes."""
-        compared = abstraction_vector if similar_by == "abstraction" else value_vector
-        similar = self._similar_entries(graph_id, compared, similar_by)
-        decision = decider(candidate, similar) if similar else MergeDecision(action="create")
-        if decision.action == "create":
-            entry = MemoryEntry(
-                id="", graph_id=graph_id, abstraction=candidate.abstraction, value=candidate.value,
-                kind=candidate.kind, episode_ids=list(dict.fromkeys(candidate.episode_ids)),
-                source_turn_ids=list(dict.fromkeys(candidate.source_turn_ids)), speaker=candidate.speaker,
-                created_at=candidate.time, updated_at=candidate.time,
-            )  # fmt: skip
-            return _Plan(entry, abstraction_vector, value_vector, list(candidate.anchors))
-        target = next((entry for entry in similar if entry.id == decision.target_id), None)
-        if target is None:
-            raise GraphError(
-                f"The decider merged into {decision.target_id!r}, which is not among the similar entries "
-                f"{[entry.id for entry in similar]}. A decider must pick one of the entries it was shown."
-            )
-        return self._merge_plan(graph_id, candidate, target, decision, value_vector)
-
-    def _similar_entries(self, graph_id: str, vector: np.ndarray, similar_by: SimilarBy) -> list[MemoryEntry]:
-        """Existing entries whose abstraction (or value) cosine to `vector` is >= gamma, best first (at most top_k)."""
-        try:
-            known = self._views.get(graph_id)
-        except GraphError:  # a graph that does not exist yet has nothing to merge with
-            return []
-        table = known.abstractions if similar_by == "abstraction" else known.values
-        with single_thread_blas():
-            rows, scores = table.top_k(vector, self.config.upsert.top_k)
-        ids = [
-            known.entry_ids[row] for row, score in zip(rows, scores, strict=True) if score >= self.config.upsert.gamma
-        ]
-        return sql_io.entries_by_id(self._db.conn, graph_id, ids, self._db.path) if ids else []
-
     def _write_create(
         self,
         conn: sqlite3.Connection,
         graph_id: str,
-        plan: _Plan,
+        plan: UpsertPlan,
         anchor_vectors: dict[str, np.ndarray],
     ) -> tuple[int, dict[str, sql_io.AnchorRef]]:
         """Insert the planned new entry and link its anchors (inside the transaction); returns its seq and anchors."""
@@ -227,44 +176,11 @@ class GraphWriter:
         sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
         return seq, anchors
 
-    def _merge_plan(
-        self,
-        graph_id: str,
-        candidate: EntryCandidate,
-        target: MemoryEntry,
-        decision: MergeDecision,
-        candidate_value_vector: np.ndarray,
-    ) -> _Plan:
-        """The merged entry and its vectors (embedding a new value or abstraction only when they changed)."""
-        abstraction = decision.refined_abstraction or target.abstraction
-        value = decision.merged_value if decision.merged_value is not None else candidate.value
-        value_vector = candidate_value_vector if value == candidate.value else self._embed([value])[0]
-        abstraction_vector = (
-            self._embed([abstraction])[0]
-            if abstraction != target.abstraction
-            else self._stored_abstraction(graph_id, target.id)
-        )
-        old = ValueVersion(value=target.value, abstraction=target.abstraction, source_turn_ids=target.source_turn_ids,
-                           recorded_at=target.updated_at or target.created_at)  # fmt: skip
-        merged = target.model_copy(deep=True)
-        merged.abstraction, merged.value, merged.history = abstraction, value, [*target.history, old]
-        merged.source_turn_ids = _union(target.source_turn_ids, candidate.source_turn_ids)
-        merged.episode_ids = _union(target.episode_ids, candidate.episode_ids)
-        merged.updated_at = candidate.time or target.updated_at
-        if decision.anchors is not None and not any(sql_io.normalise_anchor(text) for text in decision.anchors):
-            raise GraphError(
-                f"The decider re-derived the anchors {decision.anchors!r} for entry {target.id!r}, none of which "
-                "has any text. Give at least one non-empty anchor, or None to keep the entry's anchors."
-            )
-        anchor_texts = list(decision.anchors) if decision.anchors is not None else list(candidate.anchors)
-        return _Plan(merged, abstraction_vector, value_vector, anchor_texts, target=target, old=old,
-                     replace_anchors=decision.anchors is not None)  # fmt: skip
-
     def _write_merge(
         self,
         conn: sqlite3.Connection,
         graph_id: str,
-        plan: _Plan,
+        plan: UpsertPlan,
         anchor_vectors: dict[str, np.ndarray],
     ) -> tuple[dict[str, sql_io.AnchorRef], list[str], list[str], list[str]]:
         """Write the planned merge (inside the transaction).
@@ -310,11 +226,6 @@ class GraphWriter:
         )
         pruned = sql_io.prune_anchors(conn, [anchor_seq for anchor_seq, _ in stale])
         return anchors, added, [anchor_id for _, anchor_id in stale], pruned
-
-    def _stored_abstraction(self, graph_id: str, entry_id: str) -> np.ndarray:
-        """The stored abstraction vector of an entry (no re-embedding when it is unchanged)."""
-        cache = self._views.get(graph_id)
-        return cache.abstractions.matrix[cache.entry_row[entry_id]].copy()
 
     def _sync_links(
         self, cache: GraphCache, entry_id: str, anchors: dict[str, sql_io.AnchorRef], vectors: dict[str, np.ndarray]

@@ -12,7 +12,7 @@ Message = dict[str, str]
 class Policy(ABC):
     """A retrieval policy over `memora_rl.env.RetrievalEnv`.
 
-    `messages` is the chat so far (`memora_rl.policy.render.initial_messages(observation)`, then
+    `messages` is the chat so far (`memora_rl.policy.chat.initial_messages(observation)`, then
     an assistant turn with each action and a user turn with each next observation); `info` is
     the env's latest `StepInfo` (`working_set_ids`, `frontier` as `[{id, anchor}]`, `budget_left`,
     `step`, ...). The returned text goes to `env.step` unchanged: policies never pre-validate it,

@@ -6,8 +6,11 @@ Layout written by `memora_rl.export.writer.export_run`:
 <out>/README.md                model card
 <out>/tokenizer.json ...       tokenizer, chat_template.jinja, generation_config.json
 <out>/adapter/                 peft LoRA adapter (adapter_config.json, adapter_model.safetensors)
-<out>/merged/                  optional: base + adapter merged, a plain safetensors model folder
+<out>/merged/                  base + adapter merged, a plain safetensors model folder (unless --no-merge)
+<out>/base/                    only when the base is no registry model or hub id: the base model itself
 ```
+Every path the manifest and the model card record is relative to the folder, or a registry name: an
+export copied to another machine (with the registry model pulled there) loads as it did here.
 It lives with the policies, below both the writer and `memora_rl.evaluation`, which loads exports back.
 """
 
@@ -26,10 +29,12 @@ MANIFEST_FILE = "export.json"
 CARD_FILE = "README.md"
 ADAPTER_DIR = "adapter"
 MERGED_DIR = "merged"
+BASE_DIR = "base"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
 """What `save_pretrained` of the policy's (fast) tokenizer writes at the top of an export."""
-EXPORT_FORMAT = "memora-rl-export/1"
+EXPORT_FORMAT = "memora-rl-export/2"
+"""Format 2: the base is a registry name, a hub id or `base/` inside the export (1 could record a path)."""
 
 
 class VerificationRecord(BaseModel):
@@ -60,11 +65,10 @@ class ExportManifest(BaseModel):
     git_dirty: bool | None = None
     """True when that checkout had uncommitted changes."""
     base_model: str
-    """Base model id as the run named it (registry name, folder or hub id)."""
-    base_model_path: str | None = None
-    """The base model path recorded in the adapter config at training time."""
+    """The model the adapter sits on: a registry name, a hub id, or `base` (the folder inside the export).
+    Format-1 exports may name a folder of the machine that exported them."""
     source_run: str
-    """Run folder the adapter came from."""
+    """Run folder the adapter came from, relative to the folder the export was made in (else its name)."""
     source_checkpoint: str
     """`final` or `checkpoint-<step>`."""
     step: int | None = None
@@ -74,7 +78,10 @@ class ExportManifest(BaseModel):
     env_overrides: list[str] = Field(default_factory=list)
     """The run's dotted `key=value` overrides of that env's spec (`TrainConfig.env_overrides`)."""
     adapter: dict[str, Any] = Field(default_factory=dict)
-    """LoRA rank, alpha and target modules."""
+    """LoRA rank, alpha and target modules of `adapter/` (a warm-started run's: both adapters stacked)."""
+    warm_start: dict[str, Any] | None = None
+    """The run's warm start: `how` it is in the export (`stacked` into `adapter/`, or `bundled`: the merged
+    warm start is `base/`) and its record (episodes, loss, base); None for a run without one."""
     merged: bool = False
     """True when `merged/` holds the merged model."""
     merged_dtype: str | None = None
@@ -117,6 +124,13 @@ class Export:
         return self.path / MERGED_DIR
 
     @property
+    def base_model(self) -> str:
+        """The base to load the adapter onto: the export's `base/` folder, or the registry name or hub id."""
+        name = self.manifest.base_model
+        inside = self.path / name
+        return str(inside) if name == BASE_DIR and inside.is_dir() else name
+
+    @property
     def has_merged(self) -> bool:
         """True when the merged model was exported."""
         return self.manifest.merged and (self.merged_dir / "config.json").is_file()
@@ -143,6 +157,10 @@ def load_export(path: Path) -> Export:
     missing = [name for name in ADAPTER_FILES if not (path / ADAPTER_DIR / name).is_file()]
     if missing:
         raise ExportError(f"Export {path} lacks {ADAPTER_DIR}/{', '.join(missing)}; re-export the run with --force.")
+    if manifest.base_model == BASE_DIR and not (path / BASE_DIR / "config.json").is_file():
+        raise ExportError(
+            f"Export {path} lacks its base model ({BASE_DIR}/config.json); re-export the run with --force."
+        )
     missing = [name for name in TOKENIZER_FILES if not (path / name).is_file()]
     if missing:
         raise ExportError(
@@ -158,12 +176,12 @@ def load_export_model(export: Export, merged: bool = False, dtype: str = "float3
 
     if merged:
         if not export.has_merged:
-            raise ExportError(f"Export {export.path} has no merged model; re-export with --merge.")
+            raise ExportError(f"Export {export.path} has no merged model; re-export without --no-merge.")
         model = load_causal_lm(str(export.merged_dir), dtype=dtype)
     else:
         from peft import PeftModel
 
-        base = load_causal_lm(export.manifest.base_model, dtype=dtype)
+        base = load_causal_lm(export.base_model, dtype=dtype)
         try:
             model = PeftModel.from_pretrained(base, str(export.adapter_dir))
         except (RuntimeError, ValueError, KeyError) as error:  # shapes or module names of another model

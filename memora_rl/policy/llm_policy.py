@@ -1,21 +1,21 @@
 """Prompted LLM policies: a served model through `LLMClient`, or a local transformers model.
 
-Both see the chat built by `memora_rl.policy.render.initial_messages` (system prompt,
+Both see the chat built by `memora_rl.policy.chat.initial_messages` (system prompt,
 few-shot turns, observations) and return the model's raw reply as the action text.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+from pydantic import Field, model_validator
 
 from memora_rl.config import StrictModel
-from memora_rl.errors import ConfigError, RolloutError, StructuredOutputError
+from memora_rl.core.action_schema import ActionLimits, action_schema_for_info
+from memora_rl.errors import ConfigError, RolloutError
 from memora_rl.policy.base import Message, Policy
 
 logger = logging.getLogger(__name__)
@@ -42,9 +42,14 @@ class LLMPolicyConfig(StrictModel):
     seed: int | None = None
     """Sampling seed (server: sent with each request; transformers: torch seed before each call)."""
     constrained: bool = False
-    """Server backend: ask for the action JSON shape with `response_format` (vLLM guided decoding), so a
-    zero-shot model writes parseable actions; the env still checks ids, limits and budget. Not for training
-    rollouts (the trained policy must write the format itself)."""
+    """Server backend: decode each action under the JSON schema of the actions valid in the current state
+    (`memora_rl.core.action_schema`: expand ids from the frontier, at most the env's `max_ids_per_expand` and
+    what the budget pays for; a bounded non-blank refine query; stop), sent as vLLM structured outputs
+    (`structured_outputs: {"json": schema}`), so every action parses and the env accepts it. For evaluation
+    and serving only: training rollouts stay unconstrained, because under a constraint the sampled tokens
+    and their logprobs are those of the masked, renormalised distribution, not the policy's own, which the
+    GRPO ratio and the reference KL assume. A policy that already writes valid actions decodes the same text
+    greedily either way (each greedy token is then one the schema allows)."""
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
     """Weights dtype of the transformers backend."""
     name: str = "llm"
@@ -56,57 +61,24 @@ class LLMPolicyConfig(StrictModel):
         if self.backend == "server" and not self.base_url:
             raise ConfigError(
                 "policy.backend=server needs policy.base_url (e.g. http://127.0.0.1:8100/v1); "
-                "start a server with `memora-rl llm serve` or use backend=transformers."
+                "start a server with `memora-rl serve --model MODEL` or use backend=transformers."
             )
         if self.constrained and self.backend != "server":
             raise ConfigError("policy.constrained=true needs backend=server (vLLM guided decoding); set it to false.")
         return self
 
 
-CONSTRAINED_MAX_IDS = 3
-"""Most ids the constrained expand schema allows (the env's default `max_ids_per_expand`); bounds the
-JSON so guided decoding cannot fill `max_new_tokens` with ids."""
-
-
-class _ConstrainedAction(BaseModel):
-    """Shared settings of the constrained shapes: no extra keys (so stop cannot carry ids)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class _ConstrainedExpand(_ConstrainedAction):
-    """`{"action": "expand", "ids": [1 to 3 ids]}`."""
-
-    action: Literal["expand"]
-    ids: list[Annotated[str, Field(min_length=1, max_length=32)]] = Field(min_length=1, max_length=CONSTRAINED_MAX_IDS)
-
-
-class _ConstrainedRefine(_ConstrainedAction):
-    """`{"action": "refine", "query": "..."}` (at most 200 characters)."""
-
-    action: Literal["refine"]
-    query: str = Field(min_length=1, max_length=200)
-
-
-class _ConstrainedStop(_ConstrainedAction):
-    """`{"action": "stop"}`."""
-
-    action: Literal["stop"]
-
-
-class ActionReply(RootModel[_ConstrainedExpand | _ConstrainedRefine | _ConstrainedStop]):
-    """The JSON shapes constrained decoding allows: exactly the action grammar, with bounded lists."""
-
-
 class ServerLLMPolicy(Policy):
     """Asks an OpenAI-compatible endpoint for the next action (concurrent calls are fine).
 
     Args:
-        client: An `LLMClient` (or anything with its async `chat` / `chat_json`).
+        client: An `LLMClient` (or anything with its async `chat`).
         max_new_tokens: Token limit of one action.
         temperature: Sampling temperature (0 = greedy).
         name: Policy name.
-        constrained: Request the action JSON shape (guided decoding) instead of free text.
+        constrained: Decode under the per-turn action schema (vLLM structured outputs) instead of free text.
+        limits: The env's action limits the schema follows (default: the default env's); the refine
+            query is bounded further so that a refine fits `max_new_tokens`.
     """
 
     def __init__(
@@ -116,25 +88,32 @@ class ServerLLMPolicy(Policy):
         temperature: float = 0.0,
         name: str = "llm",
         constrained: bool = False,
+        limits: ActionLimits | None = None,
     ) -> None:
         self.client = client
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.name = name
         self.constrained = constrained
+        self.limits = (limits or ActionLimits()).for_max_new_tokens(max_new_tokens)
+
+    def request_fields(self, info: dict[str, Any]) -> dict[str, Any] | None:
+        """Extra request fields of one turn: the state's action schema as vLLM structured outputs, or None."""
+        if not self.constrained:
+            return None
+        return {"structured_outputs": {"json": action_schema_for_info(info, self.limits)}}
 
     async def act(self, messages: list[Message], info: dict[str, Any]) -> str:
-        """The model's reply to the chat so far (raises `LLMError` when the endpoint fails)."""
+        """The model's reply to the chat so far (raises `LLMError` when the endpoint fails).
+
+        Constrained, the reply is the JSON the schema let through; a reply cut at `max_new_tokens`
+        (a query past the token limit) still goes to the env, which records it as invalid.
+        """
         options = {"phase": POLICY_PHASE, "max_tokens": self.max_new_tokens, "temperature": self.temperature}
-        if not self.constrained:
+        fields = self.request_fields(info)
+        if fields is None:
             return (await self.client.chat(messages, **options)).text
-        try:
-            reply = await self.client.chat_json(messages, ActionReply, **options)
-        except StructuredOutputError as error:
-            # The model's own text goes to the env, which records it as an invalid action.
-            logger.warning("Constrained action did not validate; passing the raw reply on: %s", error)
-            return error.raw_text
-        return json.dumps(reply.model_dump(), ensure_ascii=False)
+        return (await self.client.chat(messages, **options, extra_body=fields)).text
 
     async def aclose(self) -> None:
         """Close the client's HTTP connections."""
@@ -202,8 +181,14 @@ class TransformersPolicy(Policy):
             raise RolloutError(f"Local generation with policy {self.name!r} failed: {error}") from error
 
 
-def make_llm_policy(config: LLMPolicyConfig) -> Policy:
-    """Build the policy a config describes (loads the model for the transformers backend)."""
+def make_llm_policy(config: LLMPolicyConfig, limits: ActionLimits | None = None) -> Policy:
+    """Build the policy a config describes (loads the model for the transformers backend).
+
+    Args:
+        config: The policy's settings.
+        limits: The env's action limits, which a `constrained` policy's schema follows
+            (`ActionLimits.from_env_config(env_config)`; None: the default env's).
+    """
     if config.backend == "server":
         from memora_rl.llm.client import LLMClient, LLMConfig
 
@@ -217,7 +202,9 @@ def make_llm_policy(config: LLMPolicyConfig) -> Policy:
                 cache=False,  # rollouts want fresh samples, not replays of earlier answers
             )
         )
-        return ServerLLMPolicy(client, config.max_new_tokens, config.temperature, config.name, config.constrained)
+        return ServerLLMPolicy(
+            client, config.max_new_tokens, config.temperature, config.name, config.constrained, limits
+        )
     from memora_rl.llm.registry import load_causal_lm, load_tokenizer
 
     model = load_causal_lm(config.model, dtype=config.dtype)

@@ -23,7 +23,7 @@ from memora_rl.core.walk import WalkLog, WalkStep
 from memora_rl.data.records import Task
 from memora_rl.errors import MemoraError, RolloutError
 from memora_rl.policy.base import Message, Policy
-from memora_rl.policy.render import PromptFormat, chat_opener
+from memora_rl.policy.chat import PromptFormat, chat_opener
 
 logger = logging.getLogger(__name__)
 

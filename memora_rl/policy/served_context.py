@@ -35,8 +35,8 @@ def warn_if_context_short(
 
     `tokenizer` None loads the served model's own (its `root` on the server).
     """
-    from memora_rl.llm.server import list_served_models
-    from memora_rl.policy.render import chat_token_bound
+    from memora_rl.llm.server_api import list_served_models
+    from memora_rl.policy.chat import chat_token_bound
 
     entry = next((m for m in list_served_models(base_url) if m["id"] == served_name), None)
     limit = int((entry or {}).get("max_model_len") or 0)

@@ -37,7 +37,7 @@ def warn_if_not_the_export(config: ServeConfig) -> bool:
     the context check's warning.
     """
     from memora_rl.errors import MemoraError
-    from memora_rl.llm.server import list_served_models, same_folder
+    from memora_rl.llm.server_api import list_served_models, same_folder
 
     try:
         served = list_served_models(config.llm_base_url or "")

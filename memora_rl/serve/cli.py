@@ -21,6 +21,10 @@ def serve_memory(
         Path | None,
         typer.Option(help="policy=llm: the export being served; walks use its training env's layout and costs."),
     ] = None,
+    constrained: Annotated[
+        bool,
+        typer.Option(help="policy=llm: decode each action under the schema of the valid actions (vLLM guided)."),
+    ] = True,
     builder: Annotated[str, typer.Option(help="Ingest builder: extractive, memora or nemori.")] = "extractive",
     builder_llm_base_url: Annotated[str | None, typer.Option(help="memora/nemori: LLM endpoint (.../v1).")] = None,
     builder_llm_model: Annotated[str | None, typer.Option(help="memora/nemori: served model name.")] = None,
@@ -47,7 +51,7 @@ def serve_memory(
     try:
         config = ServeConfig(
             stores=store, policy=policy, llm_base_url=llm_base_url, llm_model=llm_model,  # type: ignore[arg-type]
-            export=export,
+            export=export, constrained=constrained,
             builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
             budget=budget, runs_dir=runs_dir, host=host, port=port, workers=workers, threads=torch_threads,
         )  # fmt: skip

@@ -26,6 +26,10 @@ class ServeConfig(StrictModel):
     """OpenAI-compatible endpoint ending in `/v1` serving the exported policy (policy=llm only)."""
     llm_model: str | None = None
     """Served model (or LoRA adapter) name of the exported policy (policy=llm only)."""
+    constrained: bool = True
+    """policy=llm: decode each action under the JSON schema of the actions valid in the walk's state (vLLM
+    structured outputs: frontier ids, the env's id limit and budget, a bounded query, stop), so no action of the
+    served policy is invalid, whatever conversations it walks. Off: the model's free text, as in training."""
     export: Path | None = None
     """The export being served (policy=llm only): walks take its training env's settings (observation layout,
     few-shot turns, action costs, judge), so the policy sees what it was trained on; budget and top-k stay the

@@ -3,15 +3,24 @@
 A live question has no gold evidence, so correctness (evidence recall) would always read 1.0,
 and redundancy costs one embedding per retrieved value (about half of a semantic retrieve's
 time on 2 cores). The service therefore scores a walk with the terms that need neither:
-cost, format, steps, context tokens, refines and invalid actions, with
-total = format_weight * format - cost_weight * cost (the trajectory judge's weights).
+cost, context cost, format, steps, context tokens, refines and invalid actions, with
+total = format_weight * format - cost_weight * cost - context_weight * context_cost (the trajectory judge's
+weights).
 """
 
 from __future__ import annotations
 
 from memora_rl.core.trajectory import Trajectory
 from memora_rl.judge import JudgeConfig, JudgeResult
-from memora_rl.judge.graders import context_tokens, cost, format_score, invalid_actions, refines, steps
+from memora_rl.judge.graders import (
+    context_cost,
+    context_tokens,
+    cost,
+    format_score,
+    invalid_actions,
+    refines,
+    steps,
+)
 
 
 class LiveJudge:
@@ -30,11 +39,17 @@ class LiveJudge:
         """
         components = {
             "cost": cost(trajectory, self.config.refine_cost),
+            "context_cost": context_cost(trajectory, self.config.context_token_unit),
             "format": format_score(trajectory),
             "steps": steps(trajectory),
             "context_tokens": context_tokens(trajectory),
             "refines": refines(trajectory),
             "invalid_actions": invalid_actions(trajectory),
         }
-        total = self.config.format_weight * components["format"] - self.config.cost_weight * components["cost"]
+        config = self.config
+        total = (
+            config.format_weight * components["format"]
+            - config.cost_weight * components["cost"]
+            - config.context_weight * components["context_cost"]
+        )
         return JudgeResult(total=total, components={**components, "total": total})

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from memora_rl.core.render import count_tokens
+from memora_rl.core.tokens import count_tokens
 from memora_rl.core.trajectory import Trajectory
 from memora_rl.core.walk import WalkLog, WalkStep
 from memora_rl.data.records import Task
@@ -26,7 +26,7 @@ from memora_rl.judge import render_memory_context
 from memora_rl.memory.records import Episode, MemoryEntry
 from memora_rl.memory.store import GraphStore
 from memora_rl.policy.base import Message
-from memora_rl.policy.render import chat_opener
+from memora_rl.policy.chat import chat_opener
 from memora_rl.serve.schemas import ContextMode, RetrieveRequest, RetrieveResponse
 
 logger = logging.getLogger(__name__)

@@ -23,13 +23,19 @@ from memora_rl.serve.schemas import IngestRequest, IngestResponse, RetrieveReque
 logger = logging.getLogger(__name__)
 
 
-def make_policy(config: ServeConfig) -> Policy:
-    """The served policy: a graph baseline, or the exported model behind an OpenAI-compatible endpoint."""
+def make_policy(config: ServeConfig, env: EnvConfig | None = None) -> Policy:
+    """The served policy: a graph baseline, or the exported model behind an OpenAI-compatible endpoint.
+
+    `env`: the served walks' settings, whose action limits a constrained LLM policy's schema follows
+    (None: the default env's).
+    """
     if config.policy == "llm":
+        from memora_rl.core.action_schema import ActionLimits
         from memora_rl.policy.llm_policy import LLMPolicyConfig, make_llm_policy
 
-        llm = LLMPolicyConfig(backend="server", base_url=config.llm_base_url, model=config.llm_model or "", name="llm")
-        return make_llm_policy(llm)
+        llm = LLMPolicyConfig(backend="server", base_url=config.llm_base_url, model=config.llm_model or "",
+                              name="llm", constrained=config.constrained)  # fmt: skip
+        return make_llm_policy(llm, ActionLimits.from_env_config(env or EnvConfig()))
     from memora_rl.policy.baselines import make_baseline
 
     return make_baseline(config.policy)
@@ -70,14 +76,14 @@ class MemoryService:
         config: what to serve.
         embedder: the text embedder shared by stores, builder and search (default: the process-wide
             all-MiniLM-L6-v2, loaded on first use, so the parent of worker processes never loads it).
-        policy: the retrieval policy (default: `make_policy(config)`).
+        policy: the retrieval policy (default: `make_policy(config, <the served env>)`).
     """
 
     def __init__(self, config: ServeConfig, embedder: Embedder | None = None, policy: Policy | None = None) -> None:
         self.config = config
         self.env = served_env(config)
         self.graphs = GraphRegistry(config.stores, embedder)
-        self.policy = policy or make_policy(config)
+        self.policy = policy or make_policy(config, self.env)
         if not self.policy.reads_frontier:
             self.env = self.env.model_copy(update={"frontier_limit": 0})
         if policy is None and config.policy == "llm":

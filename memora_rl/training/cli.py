@@ -23,7 +23,7 @@ def train(
         typer.Option(
             "--config",
             "-c",
-            help="Training YAML: configs/grpo/quickstart.yaml, or a recipe of README's tables "
+            help="Training YAML: configs/grpo/quickstart.yaml, or a recipe of docs/learning.md "
             "(smollm-synthetic-hard.yaml, smollm-locomo.yaml).",
         ),
     ],

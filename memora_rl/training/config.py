@@ -78,7 +78,16 @@ class GRPOSettings(StrictModel):
     tasks: Literal["all", "missed"] = "all"
     """Training tasks: `all`, or `missed`: only those the starting policy's greedy walk leaves below full
     recall, found by playing it once before step 1 (vllm backend). Where greedy already finds everything,
-    sampled walks can only tie or lose, so those groups teach cost, not retrieval (docs/learning.md, section 9)."""
+    sampled walks can only tie or lose, so those groups teach cost, not retrieval
+    (docs/notebook/learning.md, section 9)."""
+    turn_credit_weight: float = Field(0.0, ge=0.0)
+    """Step-level credit (GiGPO-style) weight omega: within a group, turns taken from the same env state (same
+    query, working set, budget left and step) are compared by their step returns, and each turn's tokens get
+    the episode advantage + omega * that step advantage (scaled like the episode's, per `scale_rewards`; 0 for
+    a turn alone in its state). 0 is plain GRPO (memora_rl.training.turn_credit)."""
+    turn_gamma: float = Field(1.0, ge=0.0, le=1.0)
+    """Discount of later turns' rewards in a turn's step return. The env pays only at the end (the judge's J,
+    which already charges cost), so 1.0 gives every turn the return J; below 1 also favours shorter walks."""
 
     @model_validator(mode="after")
     def _check_groups(self) -> GRPOSettings:
@@ -138,16 +147,16 @@ class WarmStartSettings(StrictModel):
     max_stop_share: float = Field(1.0, ge=0.0, le=1.0)
     """Most share of the episodes that may be a bare stop (the oracle found nothing to gain); the extra ones are
     left out. Where most walks are a bare stop (LoCoMo: 70%), imitating them all teaches "always stop"
-    (docs/learning.md, section 16). 1.0 keeps every walk."""
+    (docs/notebook/learning.md, section 16). 1.0 keeps every walk."""
     stop_fallback_budget: float = Field(0.0, ge=0.0)
     """Where the oracle's walk is a bare stop, imitate the heuristic instead: expand the frontier's first ids
     within this many budget units, then stop (0: keep the oracle's stop). The policy cannot see why the oracle
     stopped (full evidence already, or none reachable), so its stops teach "stop" where expanding pays on
-    average (docs/learning.md, section 21)."""
+    average (docs/notebook/learning.md, section 21)."""
     stop_fallback_varied: bool = False
     """Draw each fallback walk's budget from 1, 2, ... up to `stop_fallback_budget` (seeded per task) instead of
     using it whole, so the warm-started policy expands by different amounts and a GRPO group's walks differ in
-    how far they expand: the decision GRPO can learn from (docs/learning.md, section 22)."""
+    how far they expand: the decision GRPO can learn from (docs/notebook/learning.md, section 22)."""
 
 
 class TrainConfig(StrictModel):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from memora_rl.errors import RolloutError
 from memora_rl.training.generation import Generator
+from memora_rl.training.turn_credit import state_key
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -135,6 +136,14 @@ class Episode:
     reward: float = 0.0
     reward_components: dict[str, float] = field(default_factory=dict)
     final_info: dict[str, Any] = field(default_factory=dict)
+    state: str = ""
+    """Key of the env state the next policy turn acts from (`turn_credit.state_key`)."""
+    turn_states: list[str] = field(default_factory=list)
+    """State key before each policy turn (step-level credit groups turns by it)."""
+    turn_rewards: list[float] = field(default_factory=list)
+    """Env reward of each policy turn; the reward of a forced stop goes to the last turn."""
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    """[start, end) of each policy turn's ids in `completion_ids`."""
 
 
 @dataclass(frozen=True)
@@ -164,9 +173,9 @@ class EpisodePlayer:
 
     def start(self, env: EpisodeEnv, task: Task) -> Episode:
         """Reset `env` on `task` and tokenize the initial chat prompt."""
-        observation, _info = env.reset(options={"task": task})
+        observation, info = env.reset(options={"task": task})
         prompt_ids = chat_prompt_ids(self.tokenizer, self.render_initial(observation))
-        return Episode(task=task, env=env, prompt_ids=prompt_ids)
+        return Episode(task=task, env=env, prompt_ids=prompt_ids, state=state_key(observation, info))
 
     def play(self, episodes: list[Episode], generator: Generator, temperature: float) -> list[Episode]:
         """Run every episode to its end; returns them in the given order."""
@@ -200,6 +209,10 @@ class EpisodePlayer:
         room = self.settings.max_completion_tokens - len(episode.completion_ids)
         if len(ids) > room or (len(ids) == room and not ended_turn):
             ids, logprobs, episode.cut = ids[:room], logprobs[:room], True
+        start = len(episode.completion_ids)
+        episode.turn_spans.append((start, start + len(ids)))
+        episode.turn_states.append(episode.state)
+        episode.turn_rewards.append(0.0)
         episode.completion_ids += ids
         episode.logprobs += logprobs
         episode.env_mask += [1] * len(ids)
@@ -211,6 +224,8 @@ class EpisodePlayer:
         started = time.perf_counter()
         observation, reward, terminated, truncated, info = episode.env.step(action)
         self.env_s += time.perf_counter() - started
+        episode.turn_rewards[-1] += float(reward)
+        episode.state = state_key(observation, info)
         if terminated or truncated:
             self._finish(episode, reward, info)
             return
@@ -237,6 +252,8 @@ class EpisodePlayer:
         """
         episode.forced_stop = True
         _observation, reward, terminated, truncated, info = episode.env.force_stop(cut_text)
+        if episode.turn_rewards:
+            episode.turn_rewards[-1] += float(reward)
         if not (terminated or truncated):
             raise RolloutError(
                 f"The env did not end the episode of task {episode.task.id!r} on force_stop(); "
@@ -322,4 +339,7 @@ def episodes_to_batch(episodes: list[Episode]) -> dict[str, list[Any]]:
         "judge_reward": [episode.reward for episode in episodes],
         "episode_turns": [len(episode.actions) for episode in episodes],
         "forced_stop": [episode.forced_stop for episode in episodes],
+        "turn_states": [episode.turn_states for episode in episodes],
+        "turn_rewards": [episode.turn_rewards for episode in episodes],
+        "turn_spans": [episode.turn_spans for episode in episodes],
     }

@@ -19,7 +19,8 @@ from typing import Any
 
 from memora_rl.config import dump_config
 from memora_rl.errors import ConfigError, RolloutError, ServerError
-from memora_rl.llm.server import ServerConfig, base_model_name
+from memora_rl.llm.server import ServerConfig
+from memora_rl.llm.server_api import base_model_name
 from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
 from memora_rl.training.config import TrainConfig
 from memora_rl.training.generation import Generator, TransformersGenerator, VLLMGenerator
@@ -162,7 +163,8 @@ def rollout_server_config(config: TrainConfig) -> ServerConfig:
 @contextlib.contextmanager
 def vllm_server(config: TrainConfig) -> Iterator[str]:
     """Yield the `/v1` URL of the rollout server: the configured one, or one started (and stopped) for this run."""
-    from memora_rl.llm.server import VLLMServer, attach, serves_weights_of
+    from memora_rl.llm.server import VLLMServer
+    from memora_rl.llm.server_api import attach, serves_weights_of
 
     if config.server.url is not None:
         endpoint = attach(config.server.url)
@@ -208,7 +210,7 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     base_model, tokenizer, lora = build_policy(config, device)
     env, tasks, env_factory = _load_env(config, tokenizer)
     reward_funcs, reward_weights = make_component_rewards(config.reward_weights or judge_weights(env.config.judge))
-    from memora_rl.policy.render import chat_opener
+    from memora_rl.policy.chat import chat_opener
 
     grpo = config.grpo
     limits = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)

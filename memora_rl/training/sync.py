@@ -51,7 +51,7 @@ class AdapterSync(TrainerCallback):
         With several trainer processes only the main one saves and loads; the others wait at a barrier
         and then switch their generator to the new name.
         """
-        from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
+        from memora_rl.llm.server_api import load_lora_adapter, unload_lora_adapter
 
         started = time.perf_counter()
         name = adapter_name(step, self.run_name)
@@ -85,7 +85,7 @@ class AdapterSync(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         """Unload the last adapter so a shared server is left as it was found."""
-        from memora_rl.llm.server import unload_lora_adapter
+        from memora_rl.llm.server_api import unload_lora_adapter
 
         if self.loaded is not None and state.is_world_process_zero:
             unload_lora_adapter(self.server_url, self.loaded)

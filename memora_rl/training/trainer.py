@@ -142,13 +142,13 @@ def build_grpo_config(
     One generation batch (`per_device_batch_size * gradient_accumulation` episodes) is played
     per optimizer step and trained in passes of `step.micro_batch_size` episodes.
     """
-    from trl import GRPOConfig
+    from memora_rl.training.grpo_args import MemoraGRPOConfig
 
     grpo = config.grpo
     step = step or step_settings(config)
     batch, accumulation = micro_batching(grpo.per_device_batch_size, grpo.gradient_accumulation, step.micro_batch_size)
     checkpointing = {"use_reentrant": False, "every_n_layers": step.checkpoint_every_n_layers}
-    return GRPOConfig(
+    return MemoraGRPOConfig(
         output_dir=str(config.output_dir),
         run_name=config.run_name,
         seed=config.seed,
@@ -187,6 +187,8 @@ def build_grpo_config(
         dataloader_num_workers=0,
         remove_unused_columns=False,
         disable_tqdm=True,
+        turn_credit_weight=grpo.turn_credit_weight,
+        turn_gamma=grpo.turn_gamma,
     )
 
 
@@ -205,6 +207,8 @@ def build_trainer(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers import set_seed
 
+    from memora_rl.training.progress import show_loss_progress
+
     set_seed(args.seed)  # TRL initialises the LoRA weights before the Trainer seeds itself
 
     trainer = memora_trainer_class()(
@@ -218,6 +222,7 @@ def build_trainer(
         callbacks=callbacks,
     )
     trainer.share_prompt_prefix = share_prompt_prefix
+    show_loss_progress(trainer, "GRPO")
     return trainer
 
 
@@ -233,6 +238,37 @@ def memora_trainer_class() -> type[GRPOTrainer]:
         """Run a shared prompt once per group (turned off automatically under gradient checkpointing)."""
         fast_logprobs: bool = True
         """Score with `completion_logps`; False keeps TRL's padded pass (benchmarks compare the two)."""
+
+        def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+            """TRL's scored batch; with `turn_credit_weight` > 0 the advantages become (B, T) with step credit."""
+            output = super()._generate_and_score_completions(inputs)
+            weight = float(getattr(self.args, "turn_credit_weight", 0.0))
+            if weight > 0.0:
+                output["advantages"] = self._with_turn_credit(inputs, output, weight)
+            return output
+
+        def _with_turn_credit(self, inputs: list[dict[str, Any]], output: dict[str, Any], weight: float) -> Any:
+            """Episode advantages (B,) plus `weight` * step advantages on each turn's tokens (`turn_credit`)."""
+            import torch
+
+            from memora_rl.training.turn_credit import token_advantages, walks_from_rows
+
+            if self.accelerator.num_processes > 1:
+                raise ConfigError("grpo.turn_credit_weight > 0 needs one training process (step groups span it).")
+            advantages = output["advantages"]
+            gamma = float(getattr(self.args, "turn_gamma", 1.0))
+            walks = walks_from_rows(inputs)  # TRL merged the rollout's columns into its input rows
+            scale = self.scale_rewards != "none"
+            credit = token_advantages(
+                advantages.tolist(), walks, output["completion_ids"].size(1), weight, gamma, scale
+            )
+            mode = "train" if self.model.training else "eval"
+            self._metrics[mode]["turn_credit/shared_turns"].append(credit.shared)
+            steps = credit.step_advantages
+            self._metrics[mode]["turn_credit/step_advantage_abs"].append(
+                float(abs(steps).mean()) if steps.size else 0.0
+            )
+            return torch.as_tensor(credit.advantages, dtype=advantages.dtype, device=advantages.device)
 
         def _get_per_token_logps_and_entropies(
             self,

@@ -111,7 +111,7 @@ def oracle_episodes(
     walks: Sequence[Any],
 ) -> list[Episode]:
     """Play each task's oracle walk (`walks`, one per task) through `EpisodePlayer`: a rollout's exact token streams."""
-    from memora_rl.policy.render import chat_opener
+    from memora_rl.policy.chat import chat_opener
 
     player = EpisodePlayer(tokenizer, chat_opener(env.config), settings)
     end_id = end_of_turn_ids(tokenizer, player.turn_format)[0]
@@ -162,6 +162,11 @@ def last_checkpoint(folder: Path) -> Path | None:
 def warm_start_model_dir(run_dir: Path) -> Path:
     """A run's merged warm-start model folder (`<run>/warmstart/model`)."""
     return run_dir / "warmstart" / "model"
+
+
+def warm_start_adapter_dir(run_dir: Path) -> Path:
+    """A run's warm-start LoRA as trained, before the merge (`<run>/warmstart/adapter`): exports stack it."""
+    return run_dir / "warmstart" / "adapter"
 
 
 def warm_start_done(run_dir: Path) -> bool:
@@ -228,45 +233,53 @@ def sft_config(config: Any, output_dir: Path, device: str, **overrides: Any) -> 
     return SFTConfig(**{**options, **overrides})
 
 
-def warm_start(config: Any, device: str) -> Path:
-    """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
-    model_dir = warm_start_model_dir(config.output_dir)
-    trainer_dir = model_dir.parent / "trainer"  # SFT checkpoints, beside the merged model
-    if warm_start_done(config.output_dir):
-        logger.info("warm start already done: %s", model_dir)
-        return model_dir
+def train_and_merge(
+    config: Any, policy: tuple[Any, Any, Any], rows: Sequence[dict[str, list[int]]], model_dir: Path, device: str
+) -> dict[str, Any]:
+    """Fine-tune a fresh LoRA on supervised `rows` over `policy` (base, tokenizer, LoRA config), then merge it.
+
+    SFT checkpoints go to `<model_dir>/../trainer` (a killed run resumes from the last), the adapter as
+    trained to `<model_dir>/../adapter`, the merged model and tokenizer to `model_dir`. Returns the
+    training loss and precision. The warm start and DAgger rounds both train this way.
+    """
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from memora_rl.training.trainer import build_policy
+    from memora_rl.training.progress import show_loss_progress
 
-    base, tokenizer, lora = build_policy(config, device)
-    episodes = warm_start_episodes(config, tokenizer)
-    summary = episode_summary(episodes)
-    logger.info("warm start: the oracle episodes' mean components %s", summary)
+    base, tokenizer, lora = policy
+    trainer_dir = model_dir.parent / "trainer"
     args = sft_config(config, trainer_dir, device)
-    logger.info("warm start: SFT in %s", "bf16 autocast" if args.bf16 else "float32")
+    logger.info("SFT of %d rows in %s into %s", len(rows), "bf16 autocast" if args.bf16 else "float32", model_dir)
     trainer = SFTTrainer(
-        model=base,
-        args=args,
-        train_dataset=Dataset.from_list(sft_rows(episodes)),
-        processing_class=tokenizer,
-        peft_config=lora,
+        model=base, args=args, train_dataset=Dataset.from_list(list(rows)), processing_class=tokenizer, peft_config=lora
     )
+    show_loss_progress(trainer, f"SFT ({model_dir.parent.name})")
     resume = last_checkpoint(trainer_dir)
     if resume is not None:
-        logger.info("warm start: resuming from %s", resume)
+        logger.info("SFT: resuming from %s", resume)
     result = trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+    trainer.save_model(str(model_dir.parent / "adapter"))  # the LoRA merged below (exports stack it)
     merged = trainer.model.merge_and_unload()
     model_dir.mkdir(parents=True, exist_ok=True)
     merged.save_pretrained(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))
-    record = {
-        "episodes": len(episodes),
-        "oracle": summary,
-        "train_loss": result.training_loss,
-        "base": config.model,
-        "bf16": args.bf16,
-    }
+    return {"train_loss": result.training_loss, "bf16": args.bf16}
+
+
+def warm_start(config: Any, device: str) -> Path:
+    """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
+    model_dir = warm_start_model_dir(config.output_dir)
+    if warm_start_done(config.output_dir):
+        logger.info("warm start already done: %s", model_dir)
+        return model_dir
+    from memora_rl.training.trainer import build_policy
+
+    policy = build_policy(config, device)
+    episodes = warm_start_episodes(config, policy[1])
+    summary = episode_summary(episodes)
+    logger.info("warm start: the oracle episodes' mean components %s", summary)
+    trained = train_and_merge(config, policy, sft_rows(episodes), model_dir, device)
+    record = {"episodes": len(episodes), "oracle": summary, "base": config.model, **trained}
     (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))
     return model_dir

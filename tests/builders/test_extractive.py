@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memora_rl.builders.extractive import ExtractiveBuilder, ExtractiveConfig, OverlapDecider, anchor_texts
+from memora_rl.builders.cues import anchor_texts
+from memora_rl.builders.extractive import ExtractiveBuilder, ExtractiveConfig, OverlapDecider
 from memora_rl.builders.keyphrases import words
 from memora_rl.builders.registry import BuilderRequest, builder_names, make_builder
 from memora_rl.builders.statements import turn_statements

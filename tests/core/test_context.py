@@ -7,8 +7,9 @@ from datetime import datetime
 import pytest
 
 from memora_rl.core.context import build_context, render_context
-from memora_rl.core.render import count_tokens, render_observation
+from memora_rl.core.observation import render_observation
 from memora_rl.core.state import CONTEXT_MODES, FrontierView, ObservationState
+from memora_rl.core.tokens import count_tokens
 from memora_rl.judge import render_memory_context
 from memora_rl.memory.records import Episode, MemoryEntry
 

@@ -19,7 +19,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from memora_rl.core.parse import ExpandAction, RefineAction, format_action
-from memora_rl.core.render import count_tokens
+from memora_rl.core.tokens import count_tokens
 from memora_rl.env import RETRIEVAL_ENV_ID
 from memora_rl.env.registry import get_env_spec, list_envs, make_env, resolve_env_spec
 from memora_rl.env.retrieval import RetrievalEnv

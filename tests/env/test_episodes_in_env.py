@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memora_rl.core.render import count_tokens
+from memora_rl.core.tokens import count_tokens
 from memora_rl.core.walk import FrontierNode, WalkLog
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from memora_rl.core.layout import link_label
 from memora_rl.core.parse import ExpandAction, format_action
-from memora_rl.core.render import link_label
 from memora_rl.env.registry import make_env
 from memora_rl.judge.graders import evidence_recall, initial_recall
 from memora_rl.turn_ids import turn_key

@@ -39,7 +39,9 @@ def test_exported_policy_is_evaluated_with_transformers(tmp_path, tiny_model_dir
     from memora_rl.export.writer import ExportRequest, export_run
 
     export = export_run(
-        ExportRequest(run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none")
+        ExportRequest(
+            run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none", merge=False
+        )
     )
     out = tmp_path / "eval"
     result = run_eval(
@@ -57,7 +59,7 @@ def test_an_export_is_evaluated_in_its_training_env_settings(tmp_path, tiny_mode
     from memora_rl.export.writer import ExportRequest, export_run
 
     run_dir = tiny_run_folder(tmp_path, tiny_model_dir, env_overrides=["env.max_steps=1"])
-    export = export_run(ExportRequest(run_dir=run_dir, out=tmp_path / "export", verify="none"))
+    export = export_run(ExportRequest(run_dir=run_dir, out=tmp_path / "export", verify="none", merge=False))
     run_eval(EvalConfig(env="synthetic", policy=str(export.path), limit=1, out=tmp_path / "eval"))
     assert read_records(tmp_path / "eval")[0].steps == 1
     assert json.loads((tmp_path / "eval" / "results.json").read_text())["meta"]["env_overrides"] == ["env.max_steps=1"]
@@ -78,7 +80,9 @@ def test_export_on_a_server_of_other_weights_is_refused(tmp_path, tiny_model_dir
     from memora_rl.policy.export_folder import MANIFEST_FILE
 
     export = export_run(
-        ExportRequest(run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none")
+        ExportRequest(
+            run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none", merge=False
+        )
     )
     warm = tmp_path / "warmstart-model"
     warm.mkdir()
@@ -95,11 +99,13 @@ def test_export_on_a_server_of_other_weights_is_refused(tmp_path, tiny_model_dir
 def test_export_whose_merged_weights_are_served_plays_them_without_an_adapter(tmp_path, tiny_model_dir, vllm_server):
     """A server of the export's merged weights (what `serve-memory --policy llm` plays) is used as it is."""
     from memora_rl.export.writer import ExportRequest, export_run
-    from memora_rl.llm.server import list_served_models
+    from memora_rl.llm.server_api import list_served_models
     from memora_rl.policy.export_folder import MANIFEST_FILE
 
     export = export_run(
-        ExportRequest(run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none")
+        ExportRequest(
+            run_dir=tiny_run_folder(tmp_path, tiny_model_dir), out=tmp_path / "export", verify="none", merge=False
+        )
     )
     manifest = json.loads((export.path / MANIFEST_FILE).read_text())
     (export.path / MANIFEST_FILE).write_text(json.dumps({**manifest, "merged": True}))

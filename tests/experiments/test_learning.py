@@ -382,7 +382,7 @@ def _eval_context(generator: str, server_url: str | None, tasks: int = 2) -> lea
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_vllm_policies_play_on_the_shared_server_with_the_adapter_hot_loaded(vllm_server, tiny_model_dir, tmp_path):
-    from memora_rl.llm.server import list_served_models
+    from memora_rl.llm.server_api import list_served_models
 
     adapter = make_random_adapter(tiny_model_dir, tmp_path / "hard-s0" / "final")
     ctx = _eval_context("vllm", vllm_server.base_url, tasks=1)  # ~850 prompt tokens a policy: slow on a busy CPU
@@ -518,3 +518,19 @@ def test_each_policys_cache_follows_its_own_weights(tmp_path: Path, scripted_eva
     rewrite(warm / learning_runs.WARM_WEIGHTS)
     learning.evaluate_run(scripted_eval.ctx, trained, max_new_tokens=48)
     assert scripted_eval.played == ["warm start s0", "GRPO s0", "GRPO s0", "warm start s0"]
+
+
+def test_the_learning_record_holds_the_policy_margin_and_gain_tables():
+    from memora_rl.experiments.learning.record import learning_record
+
+    report = {**_report(), "config": "configs/grpo/hard.yaml"}
+    report["grpo_gain"]["task_interval"] = [0.2, 0.1, 0.3]
+    record = learning_record(report, "hard-validation")
+    titles = [table.title for table in record.tables]
+    assert titles[0].startswith("synthetic-hard, test split, 1 tasks") and len(titles) == 3  # no category figures
+    policies = {row[0]: row for row in record.tables[0].rows}
+    assert policies[GRPO][1:4] == ["0, 1", "0.750 ± 0.071", "0.500 ± 0.071"]
+    margins = {row[0]: row for row in record.tables[1].rows}
+    assert margins[GRPO][3] == "+0.150 vs k=10 (200 tok)"
+    assert record.tables[2].rows[0][-1] == "+0.200 [+0.100, +0.300]"
+    assert record.command == "memora-rl experiment learning --seeds 0 1" and record.split == "test"

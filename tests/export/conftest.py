@@ -7,22 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.export.warm_runs import make_adapter
+
 PROMPT = [{"role": "user", "content": "Question: where does Alice work? Answer with one JSON action."}]
 """Fixed chat used to compare greedy generations of a checkpoint and its export."""
 NEW_TOKENS = 12
-
-
-def make_adapter(base_dir: Path, out: Path, seed: int) -> None:
-    """Save a LoRA adapter with random non-zero A and B, so it changes the base model's greedy text."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    from memora_rl.llm.registry import load_causal_lm
-
-    torch.manual_seed(seed)
-    base = load_causal_lm(str(base_dir), dtype="float32")
-    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    get_peft_model(base, config).save_pretrained(str(out))
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from memora_rl.export import verify
 from memora_rl.export.card import render_model_card
+from memora_rl.export.portable import BasePlan
 from memora_rl.export.run_folder import RunSource
 from memora_rl.export.writer import ExportRequest, build_manifest
 from memora_rl.policy.export_folder import ADAPTER_FILES, Export
@@ -16,10 +18,11 @@ OVERRIDES = ["env.max_steps=5", "env.judge.cost_weight=0.2"]
 def manifest_of(tmp_path: Path, config: dict):
     adapter_dir = tmp_path / "run" / "final"
     adapter_dir.mkdir(parents=True)
+    (adapter_dir / ADAPTER_FILES[0]).write_text(json.dumps({"r": 8, "lora_alpha": 16}))
     (adapter_dir / ADAPTER_FILES[1]).write_bytes(b"weights")
     source = RunSource(tmp_path / "run", adapter_dir, None, config, {"env": "synthetic", "task_ids": []}, {})
     request = ExportRequest(run_dir=tmp_path / "run", out=tmp_path / "export", verify="none")
-    return build_manifest(source, request, {"base_model_name_or_path": "base"})
+    return build_manifest(source, request, adapter_dir, BasePlan("smollm2-135m-instruct"))
 
 
 def test_manifest_and_card_carry_the_runs_env_overrides(tmp_path):

@@ -26,6 +26,7 @@ def test_round_trip_adapter_and_merged_decode_like_the_checkpoint(tiny_run, tmp_
     manifest = export.manifest
     assert manifest.source_checkpoint == "checkpoint-2" and manifest.step == 2
     assert manifest.base_model == "smollm2-135m-instruct" and manifest.env == "synthetic"
+    assert manifest.source_run == "tiny" and manifest.warm_start is None  # the run's name: no path of this machine
     assert manifest.train_config["run_name"] == "tiny" and manifest.data_split["task_count"] == 2
     assert manifest.git_sha and len(manifest.git_sha) == 40
     assert [(c.backend, c.weights) for c in result.manifest.verification] == [
@@ -48,12 +49,12 @@ def test_round_trip_adapter_and_merged_decode_like_the_checkpoint(tiny_run, tmp_
 
 def test_refuses_to_overwrite_without_force_and_replaces_with_it(tiny_run, tmp_path):
     out = tmp_path / "tiny"
-    first = export_run(ExportRequest(run_dir=tiny_run, out=out, step=1, verify="none"))
+    first = export_run(ExportRequest(run_dir=tiny_run, out=out, step=1, verify="none", merge=False))
     with pytest.raises(ExportError, match="--force"):
-        export_run(ExportRequest(run_dir=tiny_run, out=out, step=2, verify="none"))
+        export_run(ExportRequest(run_dir=tiny_run, out=out, step=2, verify="none", merge=False))
     assert load_export(out).manifest.export_id == first.manifest.export_id
 
-    second = export_run(ExportRequest(run_dir=tiny_run, out=out, step=2, force=True, verify="none"))
+    second = export_run(ExportRequest(run_dir=tiny_run, out=out, step=2, force=True, verify="none", merge=False))
     assert second.manifest.export_id != first.manifest.export_id
     assert load_export(out).manifest.step == 2
     assert leftovers(tmp_path) == []
@@ -68,7 +69,7 @@ def test_failed_export_leaves_nothing_under_the_final_name(tiny_run, tmp_path, m
     monkeypatch.setattr(writer, "_copy_tokenizer", killed)
     out = tmp_path / "tiny"
     with pytest.raises(KeyboardInterrupt):
-        export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none"))
+        export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none", merge=False))
     assert not out.exists()
     assert leftovers(tmp_path) == []
 
@@ -77,14 +78,14 @@ def test_failed_forced_export_keeps_the_old_folder(tiny_run, tmp_path, monkeypat
     import memora_rl.export.writer as writer
 
     out = tmp_path / "tiny"
-    first = export_run(ExportRequest(run_dir=tiny_run, out=out, step=1, verify="none"))
+    first = export_run(ExportRequest(run_dir=tiny_run, out=out, step=1, verify="none", merge=False))
 
     def broken_check(*args, **kwargs):
         raise ExportError("simulated verification failure")
 
     monkeypatch.setattr(writer, "verify_export", broken_check)
     with pytest.raises(ExportError, match="simulated"):
-        export_run(ExportRequest(run_dir=tiny_run, out=out, step=2, force=True, verify="transformers"))
+        export_run(ExportRequest(run_dir=tiny_run, out=out, step=2, force=True, verify="transformers", merge=False))
     assert load_export(out).manifest.export_id == first.manifest.export_id
     assert leftovers(tmp_path) == []
 
@@ -114,7 +115,7 @@ def test_a_folder_that_is_not_an_export_is_rejected(tmp_path):
 
 def test_an_export_without_its_tokenizer_is_rejected(tiny_run, tmp_path):
     out = tmp_path / "tiny"
-    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none"))
+    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none", merge=False))
     (out / "tokenizer.json").unlink()
     with pytest.raises(ExportError, match=r"lacks its tokenizer \(tokenizer.json\).*--force"):
         load_export(out)
@@ -130,7 +131,7 @@ def test_an_adapter_on_another_base_model_fails_naming_the_base(tiny_run, tmp_pa
                          num_attention_heads=4, num_key_value_heads=4)  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(str(other))
     out = tmp_path / "tiny"
-    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none"))
+    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none", merge=False))
     manifest = json.loads((out / MANIFEST_FILE).read_text())
     (out / MANIFEST_FILE).write_text(json.dumps({**manifest, "base_model": str(other)}))
     with pytest.raises(ExportError, match=f"does not fit the base model its manifest names \\({other}\\)"):

@@ -36,7 +36,7 @@ def test_divergence_gap_is_the_adapters_preference_where_two_texts_part(tiny_run
     from memora_rl.llm.registry import load_tokenizer
 
     out = tmp_path / "tiny"
-    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none"))
+    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none", merge=False))
     export = load_export(out)
     tokenizer, model = load_tokenizer(str(out)), load_export_model(export)
     messages, _ = fixed_prompt
@@ -53,10 +53,10 @@ def test_divergence_gap_is_the_adapters_preference_where_two_texts_part(tiny_run
 @pytest.mark.vllm
 def test_vllm_check_serves_the_adapter_and_agrees_with_transformers(tiny_run, tmp_path, vllm_server):
     """`verify=vllm` hot-loads the adapter on a running server, plays one step, agrees, and unloads it."""
-    from memora_rl.llm.server import list_served_models
+    from memora_rl.llm.server_api import list_served_models
 
     out = tmp_path / "tiny"
-    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none"))
+    export_run(ExportRequest(run_dir=tiny_run, out=out, verify="none", merge=False))
     records = verify_export(load_export(out), "vllm", base_url=vllm_server.base_url)
     assert [(r.backend, r.weights) for r in records] == [("transformers", "adapter"), ("vllm", "adapter")]
     assert records[1].action_text.strip() == records[0].action_text.strip()

@@ -169,3 +169,33 @@ def test_bleu1(prediction, gold, expected):
 
 def test_normalize_answer_strips_curly_quotes_and_articles():
     assert graders.normalize_answer("“An Apple’s” pie") == ["apples", "pie"]
+
+
+@pytest.mark.parametrize(
+    ("context_tokens", "token_unit", "expected"),
+    [
+        (0, 100, 0.0),  # nothing retrieved: no context cost
+        (250, 100, 2.5),
+        (100, 100, 1.0),
+        (37, 1, 37.0),  # one token per unit
+        (1000, 400, 2.5),
+    ],
+)
+def test_context_cost(context_tokens, token_unit, expected):
+    trajectory = build_trajectory(context_tokens=context_tokens)
+    assert graders.context_cost(trajectory, token_unit) == pytest.approx(expected)
+    reward = graders.make_context_cost_reward(token_unit)
+    assert reward(trajectory) == pytest.approx(expected)
+    assert reward.__name__ == "context_cost"
+
+
+def test_context_cost_reward_pickles_and_rejects_a_unit_below_one_token():
+    import pickle
+
+    reward = pickle.loads(pickle.dumps(graders.make_context_cost_reward(50)))
+    assert (reward.__name__, reward.token_unit) == ("context_cost", 50)
+    assert reward(build_trajectory(context_tokens=75)) == pytest.approx(1.5)
+    with pytest.raises(RolloutError, match="token_unit"):
+        graders.make_context_cost_reward(0)
+    with pytest.raises(RolloutError, match="token_unit"):
+        graders.context_cost(build_trajectory(context_tokens=10), 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from memora_rl.core.layout import one_line
+from memora_rl.core.tokens import count_tokens
 from memora_rl.core.trajectory import ActionRecord, Trajectory
 from memora_rl.data.records import Task
 from memora_rl.memory.records import MemoryEntry
@@ -9,6 +11,12 @@ from memora_rl.memory.records import MemoryEntry
 
 def make_entry(entry_id: str, value: str, turns: list[str]) -> MemoryEntry:
     return MemoryEntry(id=entry_id, graph_id="g1", abstraction=f"about {entry_id}", value=value, source_turn_ids=turns)
+
+
+def factual_context_tokens(entries: list[MemoryEntry]) -> int:
+    """Context tokens as `RetrievalEnv._trajectory` counts them in `factual` mode without a tokenizer."""
+    context = "\n".join(f"{one_line(entry.abstraction)}: {one_line(entry.value)}" for entry in entries)
+    return count_tokens(context) if context else 0
 
 
 def build_trajectory(

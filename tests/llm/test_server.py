@@ -20,16 +20,8 @@ import httpx
 import pytest
 
 from memora_rl.errors import ServerError
-from memora_rl.llm.server import (
-    ServerConfig,
-    VLLMServer,
-    attach,
-    free_port,
-    list_served_models,
-    load_lora_adapter,
-    unload_lora_adapter,
-    wait_healthy,
-)
+from memora_rl.llm.server import ServerConfig, VLLMServer, free_port
+from memora_rl.llm.server_api import attach, list_served_models, load_lora_adapter, unload_lora_adapter, wait_healthy
 from tests.adapter_fixtures import make_random_adapter
 
 # A stand-in server: answers /health and /v1/models, starts a grandchild in its process group,
@@ -205,7 +197,7 @@ def test_served_weights_are_checked_before_rollouts_use_them(vllm_server: object
                                                              tmp_path: Path) -> None:  # fmt: skip
     """GRPO attached to a server of other weights (the plain base, not the warm start) fails before training."""
     from memora_rl.errors import ConfigError
-    from memora_rl.llm.server import served_name_of, serves_weights_of
+    from memora_rl.llm.server_api import served_name_of, serves_weights_of
     from memora_rl.training.config import TrainConfig
     from memora_rl.training.run import vllm_server as rollout_server
 
@@ -240,12 +232,13 @@ def test_bogus_model_folder_fails_with_the_log_tail(tmp_path: Path) -> None:
 
 def test_server_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     launcher = (
-        f"import sys, time; sys.path.insert(0, {str(Path(__file__).parent)!r}); from pathlib import Path\n"
-        "from test_server import StandInServer\n"
+        "import time; from pathlib import Path\n"
+        "from tests.llm.test_server import StandInServer\n"
         f"server = StandInServer(Path({str(tmp_path)!r})).start()\n"
         "print(server.process.pid, flush=True); time.sleep(600)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True)
+    repo = Path(__file__).resolve().parents[2]  # `tests.llm` imports from the repo root, as pytest's pythonpath has it
+    parent = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True, cwd=repo)
     leader = int(parent.stdout.readline())
     try:
         parent.kill()  # SIGKILL: no teardown runs in the launcher

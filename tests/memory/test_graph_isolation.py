@@ -24,7 +24,7 @@ def _add(store: SQLiteGraphStore, graph_id: str, texts: list[tuple[str, str]]) -
 
 def _bm25_order(store: SQLiteGraphStore, graph_id: str, text: str) -> list[str]:
     view = store._cache(graph_id)
-    return [view.entry_ids[row] for row in store._bm25_ranking(view, graph_id, text, 10, None)]
+    return [view.entry_ids[row] for row in store._search.bm25_ranking(view, graph_id, text, 10, None)]
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_common_words_are_judged_within_the_graph(tmp_path, embedder):
         _add(store, "h", [(f"alpha item {i}", "alpha") for i in range(30)])
         _add(store, "g", TEXTS)
         # "alpha" fills graph h but is in 1 of g's 4 entries: kept in g; "note" is in all of g's: dropped
-        assert store._query_terms(store._cache("g"), "g", ["alpha", "note"]) == ["alpha"]
+        assert store._search.query_terms(store._cache("g"), "g", ["alpha", "note"]) == ["alpha"]
 
 
 def test_a_graphs_kept_word_counts_follow_its_writes(tmp_path, embedder):
@@ -67,13 +67,13 @@ def test_a_graphs_kept_word_counts_follow_its_writes(tmp_path, embedder):
     with SQLiteGraphStore(tmp_path / "s.sqlite", embedder=embedder, config=config) as store:
         _add(store, "h", [(f"alpha item {i}", "alpha") for i in range(30)])
         _add(store, "g", TEXTS)
-        assert store._query_terms(store._cache("g"), "g", ["alpha", "note"]) == ["alpha"]
+        assert store._search.query_terms(store._cache("g"), "g", ["alpha", "note"]) == ["alpha"]
         assert store._cache("g").doc_counts["alpha"] == 1  # counted once, within g, then kept
         vector = np.ones(store.dim, dtype=np.float32)
         for i in range(4):  # upserts patch the loaded view in place: now in 5 of g's 8 entries
             candidate = EntryCandidate(abstraction=f"alpha more {i}", value="alpha")
             store.upsert_entry("g", candidate, always_create, abstraction_vector=vector, value_vector=vector)
-        assert store._query_terms(store._cache("g"), "g", ["alpha", "zebra"]) == ["zebra"]  # a stale 1 keeps it
+        assert store._search.query_terms(store._cache("g"), "g", ["alpha", "zebra"]) == ["zebra"]  # a stale 1 keeps it
 
 
 def test_scores_match_fts5_bm25_in_a_store_of_one_graph(stores):

@@ -92,13 +92,13 @@ def test_query_terms_are_plain_index_terms():
 def test_bm25_drops_common_words_only_in_large_stores(facts_store, embedder):
     store, ids = facts_store
     words = query_words("Alice Lisbon zebra")
-    assert store._query_terms(store._cache("g"), "g", words) == words  # 6 entries: below ann_threshold
+    assert store._search.query_terms(store._cache("g"), "g", words) == words  # 6 entries: below ann_threshold
     pruning = SQLiteGraphStore(
         store.path, embedder=embedder, config=StoreConfig(ann_threshold=1, bm25_max_doc_share=0.4)
     )
     view = pruning._cache("g")
-    assert pruning._query_terms(view, "g", words) == ["lisbon", "zebra"]  # "alice" is in 3 of 6 entries
-    assert pruning._query_terms(view, "g", ["alice"]) == ["alice"]  # never an empty query
+    assert pruning._search.query_terms(view, "g", words) == ["lisbon", "zebra"]  # "alice" is in 3 of 6 entries
+    assert pruning._search.query_terms(view, "g", ["alice"]) == ["alice"]  # never an empty query
     assert pruning.search("g", "Alice Lisbon", k=1)[0].entry_id == ids[3]
     pruning.close()
 

@@ -210,12 +210,12 @@ def test_sigkill_inside_a_write_keeps_the_committed_batch_and_nothing_of_the_ope
         view = store._cache("g")
         for entry, candidate in zip(entries, first, strict=True):
             words = candidate.value.split()[-2:]  # e.g. "every Sunday", "called Oscar"
-            assert view.entry_ids[store._bm25_ranking(view, "g", " ".join(words), 3, None)[0]] == entry.id
+            assert view.entry_ids[store._search.bm25_ranking(view, "g", " ".join(words), 3, None)[0]] == entry.id
             assert _top_abstraction(store, vectors[candidate.abstraction]) == entry.id
             assert entry.id in [hit.entry_id for hit in store.search("g", candidate.value, k=3)]
         assert builds == []  # the index saved before the kill matches the committed rows and was loaded
         for candidate in second:  # no row of the killed transaction: no entry, no keyword, no anchor
-            assert store._bm25_ranking(view, "g", candidate.value.split()[-1], 3, None) == []
+            assert store._search.bm25_ranking(view, "g", candidate.value.split()[-1], 3, None) == []
 
         again = store.add_entries_bulk("g", second[:1])  # the store takes writes after the crash
         assert store.search("g", "zeppelin over Lake Constance", k=1)[0].entry_id == again[0]

@@ -9,6 +9,7 @@ from datetime import datetime
 import httpx
 import pytest
 
+from memora_rl.core.action_schema import ActionLimits, action_schema
 from memora_rl.core.parse import ActionParseError, parse_action
 from memora_rl.data.records import Conversation, Session, Turn
 from memora_rl.env.config import EnvConfig
@@ -122,17 +123,26 @@ def scripted_client(*replies: str) -> tuple[LLMClient, list[dict]]:
     return LLMClient(config, transport=httpx.MockTransport(endpoint)), bodies
 
 
-def test_constrained_policy_requests_the_action_shape():
+def test_constrained_policy_sends_the_state_schema():
     client, bodies = scripted_client('{"action": "expand", "ids": ["m2"]}')
-    text = asyncio.run(ServerLLMPolicy(client, constrained=True).act([{"role": "user", "content": "hi"}], {}))
+    info = {"frontier": [{"id": "m2", "anchor": "a", "via": "anchor"}, {"id": "m5", "anchor": "b"}], "budget_left": 1.0}
+    limits = ActionLimits(max_ids_per_expand=2)
+    policy = ServerLLMPolicy(client, max_new_tokens=48, constrained=True, limits=limits)
+    text = asyncio.run(policy.act([{"role": "user", "content": "hi"}], info))
     assert json.loads(text) == {"action": "expand", "ids": ["m2"]}
-    assert bodies[0]["response_format"]["type"] == "json_schema"
+    schema = bodies[0]["structured_outputs"]["json"]  # vLLM's structured outputs field, one schema per turn
+    assert schema == action_schema(["m2", "m5"], 1.0, limits.for_max_new_tokens(48))
+    assert schema["anyOf"][0]["properties"]["ids"] == {
+        "type": "array", "items": {"enum": ["m2", "m5"]}, "minItems": 1, "maxItems": 1,
+    }  # fmt: skip
+    assert "response_format" not in bodies[0]
 
 
-def test_constrained_policy_passes_an_unparseable_reply_on():
-    client, bodies = scripted_client("no json here", "still none")
-    text = asyncio.run(ServerLLMPolicy(client, constrained=True).act([{"role": "user", "content": "hi"}], {}))
-    assert text == "still none" and len(bodies) == 2  # one repair request, then the raw reply for the env to record
+def test_unconstrained_policy_sends_no_schema_and_passes_any_reply_on():
+    client, bodies = scripted_client("no json here")
+    text = asyncio.run(ServerLLMPolicy(client).act([{"role": "user", "content": "hi"}], {"frontier": []}))
+    assert text == "no json here" and len(bodies) == 1  # the env records it as invalid
+    assert "structured_outputs" not in bodies[0]
 
 
 def test_server_policy_config_needs_a_url():

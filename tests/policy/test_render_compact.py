@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from memora_rl.core import prompts
+from memora_rl.core.observation import render_observation
 from memora_rl.core.parse import ActionParseError, parse_action
-from memora_rl.core.render import count_tokens, render_observation
 from memora_rl.core.state import FrontierView, ObservationState
+from memora_rl.core.tokens import count_tokens
 from memora_rl.memory.records import MemoryEntry
-from memora_rl.policy.render import initial_messages
+from memora_rl.policy.chat import initial_messages
 
 
 def make_state(value_words: int = 8, error: str | None = None) -> ObservationState:

@@ -74,7 +74,8 @@ def _export_folder(path: Path, env: str, overrides: list[str]) -> Path:
         (path / layout.ADAPTER_DIR / name).write_text("{}")
     for name in layout.TOKENIZER_FILES:
         (path / name).write_text("{}")
-    manifest = layout.ExportManifest(export_id="0123456789ab", created_at="2026-12-02T00:00:00Z", base_model="base",
+    manifest = layout.ExportManifest(export_id="0123456789ab", created_at="2026-12-02T00:00:00Z",
+                                     base_model="smollm2-135m-instruct",
                                      source_run="run", source_checkpoint="final", env=env,
                                      env_overrides=overrides)  # fmt: skip
     (path / layout.MANIFEST_FILE).write_text(manifest.model_dump_json())

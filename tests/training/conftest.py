@@ -71,7 +71,7 @@ class ScriptedEnv:
 
 
 def initial_messages(observation: str) -> list[dict[str, str]]:
-    """System prompt plus one few-shot exchange plus the observation, like memora_rl.policy.render."""
+    """System prompt plus one few-shot exchange plus the observation, like memora_rl.policy.chat."""
     return [
         {"role": "system", "content": "You retrieve memories. Answer with one JSON action."},
         {"role": "user", "content": "Question: example?\nWorking set: (empty)"},

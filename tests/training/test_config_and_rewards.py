@@ -38,7 +38,7 @@ def test_cpu_presets_and_the_gpu_one():
 HARD_ENV = ["env.compact=true", "env.few_shot=false", "env.judge.cost_weight=0.1", "env.refine_new_entries=true",
             "env.refine_top_k=1", "env.frontier_value_tokens=12"]  # fmt: skip
 RECIPES = {
-    # The overrides of the commands that made README's learning tables (docs/learning.md, sections 19 and 27):
+    # The overrides of the commands that made the learning runs (docs/notebook/learning.md, sections 19 and 27):
     # `--steps 8` and `--warm-max-tasks 100` are the benchmark's flags for grpo.max_steps and warm_start.max_tasks.
     "smollm-synthetic-hard": [
         "grpo.max_steps=8", "grpo.learning_rate=3e-4", "warm_start.save_steps=10", f"env_overrides={HARD_ENV}",
@@ -54,7 +54,7 @@ RECIPES = {
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
 def test_recipes_are_the_documented_runs(name):
-    """A recipe file trains exactly the run its README table came from: hard.yaml plus that command's overrides."""
+    """A recipe file trains exactly the run its notebook table came from: hard.yaml plus that command's overrides."""
     recipe = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")
     documented = load_config(TrainConfig, CONFIGS / "grpo" / "hard.yaml", [*RECIPES[name], f"run_name={name}"])
     assert recipe.model_dump() == documented.model_dump()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memora_rl.env.retrieval import CUT_TURN_ERROR
-from memora_rl.policy.render import initial_messages
+from memora_rl.policy.chat import initial_messages
 from memora_rl.training.config import TrainConfig
 from memora_rl.training.rewards import judge_weights
 from memora_rl.training.rollout import EpisodePlayer, RolloutSettings, end_of_turn_ids

@@ -274,7 +274,7 @@ def vllm_run(tmp_path_factory, vllm_server):
 @pytest.mark.vllm
 def test_vllm_backend_trains_two_steps_with_adapter_hot_swap(vllm_run, vllm_server):
     """Two steps on the shared server; after step k the server samples from adapter k, not k - 1 or the base."""
-    from memora_rl.llm.server import list_served_models
+    from memora_rl.llm.server_api import list_served_models
 
     result, probe = vllm_run
     assert result.final_step == 2

@@ -113,7 +113,7 @@ def test_varied_fallback_walks_stay_within_their_drawn_budgets(hand_env: Retriev
 def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
     """`env.compact` / `env.few_shot` decide the observation layout and the chat every player opens with."""
     from memora_rl.core import prompts
-    from memora_rl.policy.render import chat_opener
+    from memora_rl.policy.chat import chat_opener
 
     store = HandGraphStore(GRAPH_ID, ENTRIES, anchor_choice="walk")
     settings = RolloutSettings(max_turns=4, max_new_tokens=48, max_completion_tokens=2048)

@@ -1,6 +1,6 @@
 """The learning experiment: does GRPO teach retrieval, not just format, on held-out conversations?
 
-For a training config (default `configs/grpo/hard.yaml`; the README's tables come from the recipes
+For a training config (default `configs/grpo/hard.yaml`; docs/learning.md's results come from the recipes
 `smollm-synthetic-hard.yaml` and `smollm-locomo.yaml`; env from it) it plays the env's held-out
 split (`--eval-split validation`, the default, for choices; `--eval-split test --final` once per final
 recipe; `--eval-tasks N` first tasks) with every policy and reports evidence

@@ -21,6 +21,7 @@ from memora_rl.experiments.learning.margins import (
 )
 from memora_rl.experiments.learning.options import parse_args
 from memora_rl.experiments.learning.play import EvalContext, play_baseline, play_llm, play_oracle, policy_generators
+from memora_rl.experiments.learning.record import learning_record
 from memora_rl.experiments.learning.report import (
     BASE,
     GRPO,
@@ -47,6 +48,7 @@ from memora_rl.experiments.learning.runs import (
     training_summary,
     weights_stamp,
 )
+from memora_rl.experiments.records import write_record
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +177,7 @@ def evaluate_base(ctx: EvalContext, config: Any, max_new_tokens: int, runs_dir: 
 
     Its few-shot chats are the longest of all: about half an hour for 66 synthetic-hard tasks on 2 busy cores.
     """
-    from memora_rl.policy.render import FEW_SHOT_OVERRIDE
+    from memora_rl.policy.chat import FEW_SHOT_OVERRIDE
 
     key = eval_key(ctx, max_new_tokens, model=config.model)
     key["env_overrides"] = [*ctx.env_overrides, FEW_SHOT_OVERRIDE]
@@ -295,4 +297,8 @@ def main(argv: Sequence[str]) -> tuple[dict[str, Any], str]:
     """Run the experiment with command-line arguments `argv`, write its outputs; returns the report and Markdown."""
     args = parse_args(argv)
     report = build_report(args, argv)
-    return report, write_outputs(report, args.out)
+    markdown = write_outputs(report, args.out)
+    if args.record:
+        path = write_record(learning_record(report, args.record), figure=args.out / "recall_vs_tokens.png")
+        logger.info("wrote the result record %s", path)
+    return report, markdown

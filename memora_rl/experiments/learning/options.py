@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from memora_rl.experiments.learning import __doc__ as DESCRIPTION
 from memora_rl.experiments.learning.play import GENERATORS, default_generator
+from memora_rl.experiments.records import RECORD_NAME
 
 HARD = Path("configs/grpo/hard.yaml")
 DEFAULT_OUT = Path("runs/learning/report")
 SEMANTIC_K = (1, 2, 3, 5, 8, 10)
 HEURISTIC_BUDGETS = (1.0, 2.0, 3.0, 4.0, 6.0, 9.0, 12.0)
+
+
+def record_name(value: str) -> str:
+    """`--record`'s value when it is a valid record name (lower-case words joined by hyphens)."""
+    if not re.match(RECORD_NAME, value):
+        raise argparse.ArgumentTypeError(f"{value!r} is no record name: use lower-case words joined by hyphens.")
+    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -90,6 +99,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=3,
         help="Extra baseline settings measured per curve and policy until points lie within 15%% of the "
         "policy's tokens on both sides (0: the grids as given).",
+    )
+    parser.add_argument(
+        "--record",
+        default=None,
+        type=record_name,
+        help="Also write the tables as the result record docs/results/RECORD.json (and the PNG beside it); "
+        "`memora-rl experiment results` renders docs/results.md from the records.",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="Folder for learning.json/.md and the PNG.")
     parser.add_argument("overrides", nargs="*", help="Extra TrainConfig key=value overrides.")

