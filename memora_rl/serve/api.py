@@ -8,7 +8,7 @@ import anyio.to_thread
 import numpy as np
 from fastapi import APIRouter, Query, Request
 
-from memora_rl.errors import ConfigError, GraphError
+from memora_rl.errors import GraphError
 from memora_rl.memory.records import Episode, MemoryEntry
 from memora_rl.serve.schemas import (
     EntryDetail,
@@ -50,13 +50,7 @@ async def retrieve_route(body: RetrieveRequest, request: Request) -> RetrieveRes
 @router.post("/v1/ingest", response_model=IngestResponse)
 async def ingest_route(body: IngestRequest, request: Request) -> IngestResponse:
     """Add turns to a graph (created when new) in one transaction; says what was created, merged, replaced."""
-    service = service_of(request)
-    if len(body.turns) > service.config.max_ingest_turns:
-        raise ConfigError(
-            f"turns: {len(body.turns)} turns in one batch; this server takes at most "
-            f"{service.config.max_ingest_turns}. Split them into several batches."
-        )
-    return await anyio.to_thread.run_sync(service.ingest_sync, body)
+    return await anyio.to_thread.run_sync(service_of(request).ingest_sync, body)  # 422 over max_ingest_turns
 
 
 @router.get("/v1/graphs", response_model=list[GraphSummary])

@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from memora_rl.serve.api import router as api_router
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.errors import install_error_handlers
+from memora_rl.serve.hosts import HostCheckMiddleware, transport_security
 from memora_rl.serve.mcp_server import build_mcp_server
 from memora_rl.serve.service import MemoryService
 from memora_rl.serve.web import router as web_router
@@ -28,7 +29,10 @@ CONFIG_ENV = "MEMORA_RL_SERVE_CONFIG"
 def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
     """The app over `service`; its lifespan runs the MCP session manager and closes the service at shutdown."""
     mcp = build_mcp_server(service)
-    mcp_app = mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True)
+    security = transport_security(service.config)
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, transport_security=security
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -45,6 +49,7 @@ def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
+    app.add_middleware(HostCheckMiddleware, settings=security)  # every route, as /mcp: DNS-rebinding protection
     install_error_handlers(app)
     app.include_router(api_router)
     app.include_router(web_router)

@@ -31,6 +31,10 @@ def serve_memory(
     budget: Annotated[float, typer.Option(help="Default walk budget of a retrieve.")] = 8.0,
     runs_dir: Annotated[Path | None, typer.Option(help="Eval runs folder: report page and record walks.")] = None,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(help="Host header to answer besides loopback and --host (NAME:PORT or NAME:*); repeatable."),
+    ] = None,
     port: Annotated[int, typer.Option(help="TCP port.")] = 8700,
     mcp_stdio: Annotated[bool, typer.Option(help="Serve only the MCP tools over stdin/stdout.")] = False,
     workers: Annotated[
@@ -54,6 +58,7 @@ def serve_memory(
             export=export, constrained=constrained,
             builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
             budget=budget, runs_dir=runs_dir, host=host, port=port, workers=workers, threads=torch_threads,
+            allowed_hosts=allowed_host or [],
         )  # fmt: skip
     except ValidationError as error:
         problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in error.errors())

@@ -55,6 +55,9 @@ class ServeConfig(StrictModel):
     (None: the page says how to set it); runs are named relative to it, and nothing outside it is read."""
     host: str = "127.0.0.1"
     """Interface uvicorn binds to."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """`Host` header values answered besides loopback and a specific bind address (`memora_rl.serve.hosts`):
+    `name:port`, or `name:*` for any port. Every route refuses other hosts (DNS-rebinding protection)."""
     port: int = Field(default=8700, ge=0, le=65535)
     """TCP port (0 picks a free one)."""
     workers: int = Field(default=1, ge=1, le=64)

@@ -21,14 +21,16 @@ logger = logging.getLogger(__name__)
 
 FIXES: dict[str, str] = {
     "graph": "send the id of a served graph (GET /v1/graphs lists them); new ids use letters, digits and _ . : -",
-    "question": "send the question as a non-empty string (at most 4000 characters)",
+    "question": "send the question as a non-blank string (at most 4000 characters)",
     "budget": "send a positive number, or leave budget out for the server's default",
     "top_k": "send an integer from 1 to 50, or leave it out",
     "context_mode": "send one of factual, episodic, episodic+factual",
     "turns": "send a non-empty list of {speaker, text} objects (time and id optional)",
-    "speaker": "send the speaker's name as a non-empty string",
-    "text": "send the message text as a non-empty string",
-    "time": "send an ISO 8601 date-time such as 2026-05-09T14:00:00",
+    "speaker": "send the speaker's name as a non-blank string (at most 200 characters)",
+    "text": "send the message text as a non-blank string (at most 20000 characters)",
+    "idempotency_key": "send a new key for a new batch, or the same batch again with this key (a retry)",
+    "texts": "send a non-empty list of non-blank message texts (the MCP tool remember)",
+    "time": "send an ISO 8601 date-time such as 2026-05-09T14:00:00 (read as UTC) or 2026-05-09T14:00:00+02:00",
 }
 """Fix hints by field name (the last part of the error location)."""
 
@@ -49,14 +51,33 @@ def describe_validation_error(error: dict[str, Any]) -> dict[str, str]:
     return {"field": field, "message": str(error.get("msg", "invalid")), "fix": fix}
 
 
+def validation_text(details: list[dict[str, str]]) -> str:
+    """The one-line error of described validation errors: `field: reason (fix: what to send)` each, `; `-joined."""
+    return "; ".join(f"{d['field']}: {d['message']} (fix: {d['fix']})" for d in details)
+
+
+LLM_FIX = (
+    "the policy's LLM server failed on this walk. When it names the context length, restart it with a larger "
+    "--max-model-len (memora-rl serve) or send a smaller budget (fewer steps, a shorter chat)"
+)
+"""What to do when the policy's LLM fails (HTTP 502)."""
+
+EXPECTED_ERRORS = (ConfigError, GraphError, LLMError, EvalRunError)
+"""Errors of bad input or a failed dependency, whose text an HTTP client or an MCP agent should read."""
+
+
+def error_text(error: Exception) -> str:
+    """The `error` text the HTTP API answers for one of `EXPECTED_ERRORS` (MCP tools reuse it)."""
+    return f"{error} (fix: {LLM_FIX})" if isinstance(error, LLMError) else str(error)
+
+
 def _body(status: int, message: str, details: list[dict[str, str]] | None = None) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": message, "details": details or []})
 
 
 async def _on_validation(_: Request, error: RequestValidationError) -> JSONResponse:
     details = [describe_validation_error(dict(item)) for item in error.errors()]
-    message = "; ".join(f"{d['field']}: {d['message']} (fix: {d['fix']})" for d in details)
-    return _body(422, message, details)
+    return _body(422, validation_text(details), details)
 
 
 async def _on_unknown_graph(_: Request, error: UnknownGraphError) -> JSONResponse:
@@ -82,11 +103,7 @@ async def _on_config_error(_: Request, error: ConfigError) -> JSONResponse:
 
 
 async def _on_llm_error(_: Request, error: LLMError) -> JSONResponse:
-    fix = (
-        "the policy's LLM server failed on this walk. When it names the context length, restart it with a larger "
-        "--max-model-len (memora-rl serve) or send a smaller budget (fewer steps, a shorter chat)"
-    )
-    return _body(502, f"{error} (fix: {fix})", [{"field": "policy", "message": str(error), "fix": fix}])
+    return _body(502, error_text(error), [{"field": "policy", "message": str(error), "fix": LLM_FIX}])
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -23,6 +23,7 @@ from memora_rl.errors import ConfigError, GraphError
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import Decider
 from memora_rl.serve.graphs import StoreHandle
+from memora_rl.serve.idempotency import IdempotencyLog
 from memora_rl.serve.schemas import IngestRequest, IngestResponse
 from memora_rl.turn_ids import turn_key
 
@@ -137,20 +138,51 @@ def _write_built(handle: StoreHandle, builder: Builder, conversation: Conversati
     return outcome
 
 
+def stored_turn_ids(handle: StoreHandle, graph_id: str) -> set[str]:
+    """Every turn id the graph's episodes were built from (empty for a new graph)."""
+    if graph_id not in handle.writer.graph_ids():
+        return set()
+    return {turn_id for episode in handle.writer.episodes(graph_id) for turn_id in episode.source_turn_ids}
+
+
 def ingest_batch(handle: StoreHandle, builder: Builder, request: IngestRequest) -> IngestResponse:
     """Add `request.turns` to graph `request.graph` in `handle`'s store as one transaction.
 
     Ingests into one store are serialised, across processes too (SQLite has one writer at a time); a failure leaves
-    the store exactly as it was before the batch.
+    the store exactly as it was before the batch. A retried `idempotency_key` gets its first answer and writes
+    nothing (`memora_rl.serve.idempotency`); turns whose client id the graph already holds are skipped.
+
+    Raises:
+        ConfigError: two turns of the batch share an id, or its idempotency key was first sent with another batch.
     """
     started = time.perf_counter()
+    log = IdempotencyLog(handle.path)
     with handle.ingest_lock():
-        session_index = next_session_index(handle, request.graph)
-        conversation = batch_conversation(request, session_index)
-        if hasattr(builder, "plan") and hasattr(builder, "decider"):
-            outcome = _write_planned(handle, builder, conversation, request.graph)  # type: ignore[arg-type]
-        else:
-            outcome = _write_built(handle, builder, conversation, request.graph)
+        replayed = log.find(request)
+        if replayed is not None:
+            return replayed
+        known = stored_turn_ids(handle, request.graph)
+        skipped = list(dict.fromkeys(t.id for t in request.turns if t.id is not None and t.id in known))
+        fresh = request.model_copy(update={"turns": [turn for turn in request.turns if turn.id not in skipped]})
+        if not fresh.turns:
+            response = IngestResponse(graph=request.graph, session_index=None, turn_ids=[], skipped_turn_ids=skipped,
+                                      episodes=[], created=[], merged=[], replaced=[], seconds=0.0)  # fmt: skip
+            log.record(request, response)
+            return response
+        response = _ingest_fresh(handle, builder, fresh, started)
+        response.skipped_turn_ids = skipped
+        log.record(request, response)
+    return response
+
+
+def _ingest_fresh(handle: StoreHandle, builder: Builder, request: IngestRequest, started: float) -> IngestResponse:
+    """Write the batch's new turns as the graph's next session (the ingest lock held)."""
+    session_index = next_session_index(handle, request.graph)
+    conversation = batch_conversation(request, session_index)
+    if hasattr(builder, "plan") and hasattr(builder, "decider"):
+        outcome = _write_planned(handle, builder, conversation, request.graph)  # type: ignore[arg-type]
+    else:
+        outcome = _write_built(handle, builder, conversation, request.graph)
     seconds = time.perf_counter() - started
     logger.info(
         "ingested %d turns into %s: %d created, %d merged, %d replaced in %.2f s",

@@ -2,21 +2,68 @@
 
 Served over Streamable HTTP at `/mcp` by the serve-memory process, or over stdio with
 `memora-rl serve-memory --mcp-stdio` for agents that launch their tools as subprocesses.
+
+Errors: the SDK shows an agent only `Error executing tool <name>` for an exception it does not
+expect (a crash), and the message of a `ToolError`. So each tool turns bad input (a pydantic
+`ValidationError` of the request record) and the service's expected errors (unknown graph, budget
+over the limit, ingest conflict, the policy's LLM down) into a `ToolError` carrying the words the
+HTTP API answers: the field and the fix.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
-from memora_rl.serve.schemas import IngestRequest, IngestTurn, RetrieveRequest
+from memora_rl.serve.errors import EXPECTED_ERRORS, describe_validation_error, error_text, validation_text
+from memora_rl.serve.schemas import IngestRequest, RetrieveRequest
 from memora_rl.serve.service import MemoryService
 from memora_rl.serve.tools import REMEMBER_DESCRIPTION, RETRIEVE_DESCRIPTION
 
 logger = logging.getLogger(__name__)
+
+Location = tuple[Any, ...]
+
+
+def remember_location(location: Location) -> Location:
+    """An `IngestRequest` error location in the `remember` tool's argument names (`texts`, `speaker`, `time`).
+
+    >>> [remember_location(location) for location in [("turns", 1, "text"), ("turns", 0, "speaker"), ("turns",)]]
+    [('texts', 1), ('speaker',), ('texts',)]
+    """
+    if location[:1] != ("turns",):
+        return location
+    if len(location) >= 3:
+        return ("texts", location[1]) if location[2] == "text" else tuple(location[2:])
+    return ("texts",)
+
+
+@contextmanager
+def tool_errors(rename: Callable[[Location], Location] = lambda location: location) -> Iterator[None]:
+    """Raise bad input and the service's expected errors as `ToolError`s with the HTTP API's text.
+
+    Args:
+        rename: maps a request record's error location to the tool's argument names.
+
+    Raises:
+        ToolError: the request record was invalid (each field, reason and fix), or the service raised
+            one of `EXPECTED_ERRORS` (its message, as the HTTP API's `error`).
+    """
+    try:
+        yield
+    except ValidationError as error:
+        details = [describe_validation_error({**item, "loc": rename(tuple(item["loc"]))}) for item in error.errors()]
+        raise ToolError(validation_text(details)) from error
+    except EXPECTED_ERRORS as error:
+        raise ToolError(error_text(error)) from error
 
 
 def build_mcp_server(service: MemoryService) -> MCPServer:
@@ -25,8 +72,9 @@ def build_mcp_server(service: MemoryService) -> MCPServer:
 
     @server.tool(name="retrieve", description=RETRIEVE_DESCRIPTION)
     async def retrieve(graph: str, question: str, budget: float | None = None) -> dict:
-        request = RetrieveRequest(graph=graph, question=question, budget=budget)
-        result = await anyio.to_thread.run_sync(service.retrieve_sync, request, service.act_via_loop())
+        with tool_errors():
+            request = RetrieveRequest(graph=graph, question=question, budget=budget)
+            result = await anyio.to_thread.run_sync(service.retrieve_sync, request, service.act_via_loop())
         return {
             "context": result.context,
             "entries": [{"id": e.id, "abstraction": e.abstraction, "value": e.value} for e in result.entries],
@@ -34,9 +82,13 @@ def build_mcp_server(service: MemoryService) -> MCPServer:
         }
 
     @server.tool(name="remember", description=REMEMBER_DESCRIPTION)
-    async def remember(graph: str, speaker: str, texts: list[str], time: datetime | None = None) -> dict:
-        request = IngestRequest(graph=graph, turns=[IngestTurn(speaker=speaker, text=t, time=time) for t in texts])
-        result = await anyio.to_thread.run_sync(service.ingest_sync, request)
+    async def remember(
+        graph: str, speaker: str, texts: list[str], time: datetime | None = None, idempotency_key: str | None = None
+    ) -> dict:
+        with tool_errors(remember_location):
+            turns = [{"speaker": speaker, "text": text, "time": time} for text in texts]
+            request = IngestRequest.model_validate({"graph": graph, "turns": turns, "idempotency_key": idempotency_key})
+            result = await anyio.to_thread.run_sync(service.ingest_sync, request)
         return result.model_dump(mode="json")
 
     return server

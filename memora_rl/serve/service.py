@@ -10,6 +10,7 @@ import anyio.from_thread
 from memora_rl.builders.base import Builder
 from memora_rl.embedding import Embedder
 from memora_rl.env.config import EnvConfig
+from memora_rl.errors import ConfigError
 from memora_rl.memory.records import Episode
 from memora_rl.policy.base import Policy
 from memora_rl.serve.checks import warn_if_not_the_export, warn_if_policy_context_short
@@ -124,7 +125,16 @@ class MemoryService:
         return act
 
     def ingest_sync(self, request: IngestRequest) -> IngestResponse:
-        """Add one batch of turns (blocking; one transaction)."""
+        """Add one batch of turns (blocking; one transaction).
+
+        Raises:
+            ConfigError: the batch has more turns than the server's `max_ingest_turns` (nothing is written).
+        """
+        if len(request.turns) > self.config.max_ingest_turns:
+            raise ConfigError(
+                f"turns: {len(request.turns)} turns in one batch; this server takes at most "
+                f"{self.config.max_ingest_turns}. Split them into several batches."
+            )
         return ingest_batch(self.graphs.find_or_first(request.graph), self.builder, request)
 
     def close(self) -> None:
