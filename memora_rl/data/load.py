@@ -26,7 +26,7 @@ from memora_rl.paths import memora_home
 
 LOCOMO_ENV_VAR = "MEMORA_RL_LOCOMO"
 SHARED_LOCOMO_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "locomo" / "locomo10.json"
-"""The shared data folder beside a source checkout (what the README, tests and benchmarks use)."""
+"""The shared data folder beside a source checkout (tests and benchmarks read LoCoMo there by default)."""
 DatasetFormat = Literal["locomo", "longmemeval"]
 
 
