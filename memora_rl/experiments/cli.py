@@ -53,12 +53,13 @@ def results(
     """Render docs/results.md from the records in docs/results/, each written by the command that measured it."""
     from memora_rl.experiments.records import read_records, render_results
 
-    rendered = render_results(read_records(results_dir))
+    records = read_records(results_dir)
+    rendered = render_results(records)
     if check:
         if not page.is_file() or page.read_text() != rendered:
             typer.echo(f"{page} differs from what {results_dir}/*.json render; run `memora-rl experiment results`.")
             raise typer.Exit(1)
-        typer.echo(f"{page} matches its {len(read_records(results_dir))} records.")
+        typer.echo(f"{page} matches its {len(records)} records.")
         return
     page.write_text(rendered)
     typer.echo(f"wrote {page} from {results_dir}/*.json")
