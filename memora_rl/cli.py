@@ -77,12 +77,20 @@ def quickstart(
         str | None,
         typer.Option(help="A running server of the base model (.../v1) for the prompted baseline; default: start one."),
     ] = None,
+    latency_questions: Annotated[
+        int, typer.Option(min=0, help="Questions each evaluation times one at a time (0: all at once, fastest).")
+    ] = 0,
 ) -> None:
     """Run the pipeline end to end: data -> graph -> baselines -> warm start + GRPO -> export -> evaluation."""
     from memora_rl.quickstart import QuickstartConfig, run_quickstart
 
     config = QuickstartConfig(
-        out=out, eval_limit=eval_limit, train_config=train_config, train_overrides=override or [], base_url=base_url
+        out=out,
+        eval_limit=eval_limit,
+        train_config=train_config,
+        train_overrides=override or [],
+        base_url=base_url,
+        latency_questions=latency_questions,
     )
     run_quickstart(config, Console())
 

