@@ -36,6 +36,14 @@ def refine_headroom(context: typer.Context) -> None:
     typer.echo(main(list(context.args))["table"])
 
 
+@experiment_app.command("choice-headroom", context_settings=PASS_THROUGH, add_help_option=False)
+def choice_headroom(context: typer.Context) -> None:
+    """What learners that read the observation gain by choosing: a stop oracle and scorer walks vs the baselines."""
+    from memora_rl.experiments.choice_headroom import main
+
+    typer.echo(main(list(context.args))["table"])
+
+
 @experiment_app.command("exploration", context_settings=PASS_THROUGH, add_help_option=False)
 def exploration(context: typer.Context) -> None:
     """How often a policy's sampled walks find evidence its greedy walk misses (what GRPO can learn from)."""

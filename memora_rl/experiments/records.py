@@ -131,6 +131,11 @@ def _markdown_table(table: ResultTable) -> list[str]:
     return [*lines, ""]
 
 
+def markdown_tables(tables: Sequence[ResultTable]) -> str:
+    """Tables as Markdown, each under its bold title, as `docs/results.md` shows them."""
+    return "\n".join(line for table in tables for line in _markdown_table(table))
+
+
 def render_results(records: Sequence[ResultRecord]) -> str:
     """`docs/results.md`: each record's title, provenance, command and tables, in name order."""
     lines = [PAGE_HEADER]

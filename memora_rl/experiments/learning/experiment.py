@@ -7,7 +7,7 @@ import contextlib
 import functools
 import logging
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +58,23 @@ POINT_PREFIXES = (CATEGORY_PREFIX, CATEGORY_TOKENS_PREFIX, TASK_PREFIX)
 """Metric key prefixes a baseline point keeps: per-category figures and per-task recall."""
 
 
+def point_from(
+    ctx: EvalContext, setting: str, value: float, components: Sequence[Mapping[str, float]]
+) -> dict[str, Any]:
+    """A curve's point from its episodes' judge components: tokens, recall, per category and per task."""
+    metrics = ctx.metrics(components)
+    kept = ("context_tokens", "evidence_recall")
+    point = {key: v for key, v in metrics.items() if key in kept or key.startswith(POINT_PREFIXES)}
+    return {"setting": setting, "value": value, **point}
+
+
 def measure_point(ctx: EvalContext, curve: str, value: float) -> dict[str, Any]:
     """One baseline point: semantic at `initial_top_k` = `value`, or the heuristic at budget `value`."""
     if curve == SEMANTIC:
         setting, override = f"k={int(value)}", f"env.initial_top_k={int(value)}"
     else:
         setting, override = f"b={value:g}", f"env.budget={value:g}"
-    metrics = ctx.metrics(play_baseline(ctx, curve, [override]))
-    kept = ("context_tokens", "evidence_recall")
-    point = {key: v for key, v in metrics.items() if key in kept or key.startswith(POINT_PREFIXES)}
-    return {"setting": setting, "value": value, **point}
+    return point_from(ctx, setting, value, play_baseline(ctx, curve, [override]))
 
 
 def baseline_curves(

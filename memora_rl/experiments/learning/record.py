@@ -5,25 +5,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memora_rl.experiments.learning.report import DIGITS, METRICS, _fmt, margin_cell
+from memora_rl.experiments.learning.report import DIGITS, METRICS, fmt_cell, margin_cell
 from memora_rl.experiments.records import ResultRecord, ResultTable, new_record
 
 POLICY_COLUMNS = ["policy", "seeds", "recall", "gain over G0", "context tokens", "valid actions", "expand", "refine"]
 
 
-def policy_table(report: Mapping[str, Any]) -> ResultTable:
+def policy_record_table(report: Mapping[str, Any]) -> ResultTable:
     """Each policy's mean (± std over seeds) recall, gain over G0, tokens, valid-action rate and action mix."""
     rows = []
     for name, policy in report["policies"].items():
         mean, std = policy["mean"], policy.get("std") or {}
-        cells = [_fmt(mean[m], DIGITS[m], std.get(m)) for m in METRICS if m != "steps"]
-        mix = [_fmt(mean["mix_expand"], 2), _fmt(mean["mix_refine"], 2)]
+        cells = [fmt_cell(mean[m], DIGITS[m], std.get(m)) for m in METRICS if m != "steps"]
+        mix = [fmt_cell(mean["mix_expand"], 2), fmt_cell(mean["mix_refine"], 2)]
         rows.append([name, ", ".join(map(str, policy["seeds"])) or "-", *cells, *mix])
     title = f"{report['env']}, {report['split']} split, {report['tasks']} tasks (G0 {report['initial_recall']:.3f})"
     return ResultTable(title=title, columns=POLICY_COLUMNS, rows=rows)
 
 
-def margin_table(report: Mapping[str, Any]) -> ResultTable:
+def margin_record_table(report: Mapping[str, Any]) -> ResultTable:
     """Each policy's margin over each baseline's cheapest point with at least its tokens, with its interval."""
     curves = list(report["curves"])
     columns = ["policy", "context tokens", "recall", *[f"recall - {curve} [95% CI]" for curve in curves]]
@@ -34,7 +34,7 @@ def margin_table(report: Mapping[str, Any]) -> ResultTable:
     return ResultTable(title="At no more context tokens (dominance, paired over tasks)", columns=columns, rows=rows)
 
 
-def category_table(report: Mapping[str, Any], curve: str = "semantic") -> ResultTable | None:
+def category_record_table(report: Mapping[str, Any], curve: str = "semantic") -> ResultTable | None:
     """Each policy's margin over `curve` on each task category (None when no category figures exist)."""
     names = sorted({c for row in report["margins"].values() for c in row.get(curve, {}).get("categories", {})})
     if not names:
@@ -46,7 +46,7 @@ def category_table(report: Mapping[str, Any], curve: str = "semantic") -> Result
     return ResultTable(title=f"By category, recall - {curve}", columns=["policy", *names], rows=rows)
 
 
-def gain_table(report: Mapping[str, Any]) -> ResultTable | None:
+def gain_record_table(report: Mapping[str, Any]) -> ResultTable | None:
     """RL's own share: GRPO's recall against its start, paired per seed and over tasks (None without GRPO)."""
     gain = report.get("grpo_gain")
     if not gain:
@@ -54,15 +54,16 @@ def gain_table(report: Mapping[str, Any]) -> ResultTable | None:
     recall = gain["metrics"]["evidence_recall"]
     tasks = gain.get("task_interval")
     over_tasks = f"{tasks[0]:+.3f} [{tasks[1]:+.3f}, {tasks[2]:+.3f}]" if tasks else "n/a"
-    row = [gain["start"], _fmt(recall["before"], 3), _fmt(recall["after"], 3, recall["after_std"])]
-    row += [_fmt(recall["gain"], 3, recall["gain_std"], sign=True), over_tasks]
+    row = [gain["start"], fmt_cell(recall["before"], 3), fmt_cell(recall["after"], 3, recall["after_std"])]
+    row += [fmt_cell(recall["gain"], 3, recall["gain_std"], sign=True), over_tasks]
     columns = ["start", "start recall", "GRPO recall", "gain (per seed)", "gain over tasks [95% CI]"]
     return ResultTable(title="GRPO over its own start", columns=columns, rows=[row])
 
 
 def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     """The record of one learning experiment's report."""
-    tables = [policy_table(report), margin_table(report), category_table(report), gain_table(report)]
+    tables = [policy_record_table(report), margin_record_table(report)]
+    tables += [category_record_table(report), gain_record_table(report)]
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
     trained = [name for name, policy in report["policies"].items() if policy["seeds"]]
     what = f"{', '.join(trained)} over {len(report['seeds'])} seed(s)" if trained else "baselines and oracle"

@@ -121,7 +121,7 @@ def paired_gain(after: Sequence[float], before: Sequence[float]) -> dict[str, fl
     }
 
 
-def _fmt(value: float | None, digits: int, std: float | None = None, sign: bool = False) -> str:
+def fmt_cell(value: float | None, digits: int, std: float | None = None, sign: bool = False) -> str:
     """A table cell: value (with ± std when given), or n/a."""
     if value is None:
         return "n/a"
@@ -148,7 +148,7 @@ def category_table(policies: Mapping[str, Mapping[str, Any]]) -> list[str]:
     lines = ["", "Recall by task category:", "", "| policy | " + " | ".join(names) + " |", "|---|" + "---|" * len(keys)]
     for name, policy in policies.items():
         std = policy.get("std") or {}
-        cells = [_fmt(policy["mean"].get(key), 3, std.get(key)) for key in keys]
+        cells = [fmt_cell(policy["mean"].get(key), 3, std.get(key)) for key in keys]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -205,9 +205,9 @@ def gain_table(gain: Mapping[str, Any]) -> list[str]:
     for metric, row in gain["metrics"].items():
         digits = DIGITS.get(metric, 3)
         lines.append(
-            f"| {HEADERS.get(metric, metric)} | {_fmt(row['after'], digits, row['after_std'])} | "
-            f"{_fmt(row['before'], digits)} | {_fmt(row['gain'], digits, sign=True)} | "
-            f"{_fmt(row['gain_std'], digits)} | {_fmt(row['ratio'], 2, sign=True)} |"
+            f"| {HEADERS.get(metric, metric)} | {fmt_cell(row['after'], digits, row['after_std'])} | "
+            f"{fmt_cell(row['before'], digits)} | {fmt_cell(row['gain'], digits, sign=True)} | "
+            f"{fmt_cell(row['gain_std'], digits)} | {fmt_cell(row['ratio'], 2, sign=True)} |"
         )
     tasks = gain.get("task_interval")
     if tasks:
@@ -256,8 +256,8 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     lines.append("|---|---|" + "---|" * (len(METRICS) + len(ACTION_KINDS)))
     for name, policy in report["policies"].items():
         mean, std = policy["mean"], policy.get("std") or {}
-        cells = [_fmt(mean[m], DIGITS[m], std.get(m)) for m in METRICS]
-        cells += [_fmt(mean[f"mix_{kind}"], 2) for kind in ACTION_KINDS]
+        cells = [fmt_cell(mean[m], DIGITS[m], std.get(m)) for m in METRICS]
+        cells += [fmt_cell(mean[f"mix_{kind}"], 2) for kind in ACTION_KINDS]
         lines.append(f"| {name} | {policy['seeds'] if policy['seeds'] else '-'} | " + " | ".join(cells) + " |")
     lines += category_table(report["policies"])
     curve_names = list(report["curves"])
@@ -274,8 +274,9 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         lines.append("|---|---|---|---|---|---|---|")
         for run in report["training"]:
             lines.append(
-                f"| {run['seed']} | {run['reused']} | {_fmt(run['train_s'], 0)} | {run['final_step']} | "
-                f"{_fmt(run['step_s_mean'], 1)} | {_fmt(run['reward_first'], 3)} | {_fmt(run['reward_last'], 3)} |"
+                f"| {run['seed']} | {run['reused']} | {fmt_cell(run['train_s'], 0)} | {run['final_step']} | "
+                f"{fmt_cell(run['step_s_mean'], 1)} | {fmt_cell(run['reward_first'], 3)} | "
+                f"{fmt_cell(run['reward_last'], 3)} |"
             )
     return "\n".join(lines) + "\n"
 
