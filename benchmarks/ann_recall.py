@@ -7,7 +7,7 @@ lines through `VectorTable`, the store's own vector path, once with the HNSW ind
 exactly. Embeddings go through the disk cache, so a second run skips the ~10 minutes of
 embedding 100k lines on 2 cores.
 
-    python -m benchmarks.ann_recall --count 100000 --queries 200 --ef 64 128 256
+    python -m benchmarks.ann_recall --count 100000 --queries 200 --ef 64 128 256 --record ann-recall
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import percentiles
+from benchmarks.common import add_record_option, from_rich, percentiles, save_record
 from memora_rl.memory.config import StoreConfig
 from memora_rl.memory.vectors import VectorTable, single_thread_blas
 
@@ -51,13 +51,14 @@ def text_lines(limit: int, seed: int) -> list[str]:
 
 
 def main() -> None:
-    """Embed, index, and print recall@10 and @50 and latency for each HNSW search beam width."""
+    """Embed, index, and print recall@10 and @50 and latency for each HNSW search beam width (and maybe record them)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=100_000, help="indexed lines")
     parser.add_argument("--queries", type=int, default=200, help="held-out lines used as queries")
     parser.add_argument("--ef", type=int, nargs="+", default=[64, 128, 256], help="HNSW search beam widths")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    add_record_option(parser)
     args = parser.parse_args()
 
     import torch
@@ -110,12 +111,15 @@ def main() -> None:
             table.add_row(str(ef), f"{np.mean(recall10):.3f}", f"{np.mean(recall50):.3f}", PAIR.format(*ann_ms),
                           PAIR.format(*exact_ms), f"{exact_ms[0] / ann_ms[0]:.1f}x")  # fmt: skip
     console.print(table)
-    console.print(
+    index = (
         f"index: {config.ann_dtype}, connectivity {config.ann_connectivity}, expansion_add {config.ann_expansion_add}, "
         f"oversample {config.ann_oversample}; built in {build_s:.1f} s ({args.count / build_s:,.0f} vectors/s)"
     )
+    console.print(index)
     if args.json:
         args.json.write_text(json.dumps({"count": args.count, "build_s": build_s, "rows": results}, indent=2))
+    title = "HNSW recall and latency against exact search on MiniLM embeddings of real text"
+    save_record(args, title, [from_rich(table)], [index])
 
 
 if __name__ == "__main__":

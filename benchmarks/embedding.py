@@ -6,7 +6,7 @@ service's batch combiner forms under 8 clients), and passages in batches of 64 (
 Wall and CPU milliseconds, the ratio to PyTorch measured in the same run, and the lowest
 cosine between the two backends' vectors of the same text.
 
-    python -m benchmarks.embedding --queries 200 --passages 512
+    python -m benchmarks.embedding --queries 200 --passages 512 --record embedding
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import add_record_option, markdown, result_table, save_record
 from memora_rl.memory.sql_io import chunks
 
 NAMES = ["Alice", "Bruno", "Chen", "Dana", "Emil", "Farah", "Goran", "Hana"]
 THINGS = ["bicycle", "new job", "sister's wedding", "trip to Lisbon", "cooking class", "old flat", "garden", "band"]
+COLUMNS = ["shape", "backend", "texts a batch", "p50 ms a batch", "CPU ms a batch", "CPU / PyTorch", "lowest cosine"]
+"""The printed (and recorded) table's columns, one row per (shape, backend)."""
 
 
 def queries(count: int, salt: str) -> list[str]:
@@ -75,29 +78,32 @@ def measure(backend: str, count: int, passage_count: int) -> dict[str, dict[str,
 
 
 def main() -> None:
-    """Measure both backends and print the table (and `--json`)."""
+    """Measure both backends and print the table (and `--json`, and a result record with `--record`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=200, help="Queries per row (a multiple of 8).")
     parser.add_argument("--passages", type=int, default=512, help="Passages embedded in batches of 64.")
     parser.add_argument("--json", type=Path, help="Also write the rows here.")
+    add_record_option(parser)
     args = parser.parse_args()
     if args.queries < 8 or args.queries % 8:
         parser.error(f"--queries {args.queries}: give a positive multiple of 8.")
     baseline = measure("torch", args.queries, args.passages)
     contender = measure("onnx", args.queries, args.passages)
-    print("| shape | backend | texts a batch | p50 ms a batch | CPU ms a batch | CPU / PyTorch | lowest cosine |")
-    print("|---|---|---|---|---|---|---|")
-    report = []
+    report, cells = [], []
     for shape, base in baseline.items():
         for backend, row in (("torch (baseline)", base), ("onnx", contender[shape])):
             cosine = float((row["vectors"] * base["vectors"]).sum(axis=1).min())
             ratio = row["cpu_ms"] / base["cpu_ms"]
-            print(f"| {shape} | {backend} | {row['texts_per_batch']:.0f} | {row['wall_ms']:.1f} | {row['cpu_ms']:.1f} "
-                  f"| {ratio:.2f} | {cosine:.7f} |")  # fmt: skip
+            cells.append([shape, backend, f"{row['texts_per_batch']:.0f}", f"{row['wall_ms']:.1f}",
+                          f"{row['cpu_ms']:.1f}", f"{ratio:.2f}", f"{cosine:.7f}"])  # fmt: skip
             report.append({"shape": shape, "backend": backend, "wall_ms": row["wall_ms"], "cpu_ms": row["cpu_ms"],
                            "cpu_ratio": ratio, "min_cosine": cosine})  # fmt: skip
+    title = "MiniLM embedding a batch, disk cache off: PyTorch (baseline) vs ONNX Runtime"
+    table = result_table(title, COLUMNS, cells)
+    print(markdown(table))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
+    save_record(args, "Embedder backends: ONNX Runtime against PyTorch (sentence-transformers)", [table])
 
 
 if __name__ == "__main__":

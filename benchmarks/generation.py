@@ -4,7 +4,8 @@ The GRPO rollout's transformers backend (`backend=transformers`) samples every t
 episodes in one `generate` call. This measures that call on SmolLM2-135M: prompts of `--prompt-tokens`
 chat tokens (distinct per row), `--new-tokens` sampled at temperature 1, the model in float32 on CPU
 and bf16 on CUDA, as training loads it. Each row is timed over `--repeats` calls after one warm-up; the
-ratio column is generated tokens per second against batch size 1, measured in the same run.
+ratio column is generated tokens per second against the first batch size, measured in the same run.
+`--record NAME` also writes the table as the result record docs/results/NAME.json.
 
     python -m benchmarks.generation                                  # CPU, batches 1 and 8
     python -m benchmarks.generation --device cuda --batches 1 8 64 256
@@ -18,7 +19,12 @@ import random
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from benchmarks.common import add_record_option, markdown, result_table, save_record
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 MODEL = "smollm2-135m-instruct"
 
@@ -74,8 +80,16 @@ def measure(generator: Any, batch: list[list[int]], new_tokens: int, repeats: in
     return {"batch": len(batch), "call_s": statistics.median(seconds), "tokens": statistics.fmean(tokens)}
 
 
+def throughput_table(title: str, rows: list[dict[str, Any]]) -> ResultTable:
+    """One row per batch size: seconds a call, tokens a call and a second, and tokens a second over the first row's."""
+    base = rows[0]["tokens_per_s"]
+    cells = [[row["batch"], f"{row['call_s']:.2f}", f"{row['tokens']:.0f}", f"{row['tokens_per_s']:.0f}",
+              f"{row['tokens_per_s'] / base:.1f}x"] for row in rows]  # fmt: skip
+    return result_table(title, ["batch", "s/call", "tokens/call", "tokens/s", f"vs batch {rows[0]['batch']}"], cells)
+
+
 def main() -> None:
-    """Load the model once, time each batch size, print the table (and JSON)."""
+    """Load the model once, time each batch size, print the table (and JSON, and the record)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 8], help="prompts per generate call")
@@ -84,6 +98,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    add_record_option(parser)
     args = parser.parse_args()
 
     import torch
@@ -102,16 +117,14 @@ def main() -> None:
     for size in args.batches:
         row = measure(generator, prompts(tokenizer, size, args.prompt_tokens, args.seed), args.new_tokens, args.repeats)
         rows.append({**row, "device": device, "tokens_per_s": row["tokens"] / row["call_s"]})
-    base = rows[0]["tokens_per_s"]
     name = torch.cuda.get_device_name() if device == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"TransformersGenerator, {MODEL} on {name}: {args.prompt_tokens} prompt tokens, {args.new_tokens} new\n")
-    print(f"| batch | s/call | tokens/call | tokens/s | vs batch {args.batches[0]} |")
-    print("|---|---|---|---|---|")
-    for row in rows:
-        print(f"| {row['batch']} | {row['call_s']:.2f} | {row['tokens']:.0f} | {row['tokens_per_s']:.0f} | "
-              f"{row['tokens_per_s'] / base:.1f}x |")  # fmt: skip
+    title = f"TransformersGenerator, {MODEL} on {name}: {args.prompt_tokens} prompt tokens, {args.new_tokens} new"
+    table = throughput_table(title, rows)
+    print(f"{title}\n")
+    print(markdown(table))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    save_record(args, f"Policy sampling throughput by batch size ({MODEL}, {device})", [table])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ value vector near it, and ~3 anchors drawn from a pool. Every measurement is pai
 brute-force numpy baseline computed in the same run. Each size runs in its own subprocess
 so its peak RSS is its own.
 
-    python -m benchmarks.graph_search --sizes 10000 100000 --queries 200
+    python -m benchmarks.graph_search --sizes 10000 100000 --queries 200 --record graph-search
 """
 
 from __future__ import annotations
@@ -18,11 +18,25 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchmarks.common import WORDS, SyntheticGraph, bulk_load, near, peak_rss_mb, percentiles, spawn
+from benchmarks.common import (
+    WORDS,
+    SyntheticGraph,
+    add_record_option,
+    bulk_load,
+    from_rich,
+    near,
+    peak_rss_mb,
+    percentiles,
+    save_record,
+    spawn,
+)
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 MODULE = "benchmarks.graph_search"
 """This script as a module: each size runs in `python -m benchmarks.graph_search --worker SPEC`."""
@@ -197,8 +211,11 @@ def _target(metric: str, size: int) -> str:
     return f"<= {value:g}" if value is not None else ""
 
 
-def print_table(results: list[dict]) -> None:
-    """One table row per (size, measurement): store vs numpy baseline, wall and CPU, and the target."""
+def print_table(results: list[dict]) -> tuple[ResultTable, list[str]]:
+    """Print a row per (size, measurement), store vs numpy baseline and target, and a summary line per size.
+
+    Returns the table and the summary lines (build, index, recall against exact search), for the result record.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -219,19 +236,22 @@ def print_table(results: list[dict]) -> None:
             )  # fmt: skip
     console = Console(width=160)
     console.print(table)
-    for r in results:
-        console.print(
-            f"{r['size']:,} entries: bulk build {r['build_rate']:,.0f} entries/s ({r['build_s']:.1f} s), "
-            f"load + index {r['index_s']:.1f} s, reopen + load saved index {r['reopen_s']:.1f} s "
-            f"({r['ann_mb']:,.0f} MB), path {'ANN' if r['ann'] else 'exact'}, "
-            f"recall@10 vs exact fused {r['recall']:.3f}, source entry in top-10 {r['source_hit']:.3f} "
-            f"(numpy {r['base_source_hit']:.3f}), peak RSS {r['peak_rss_mb']:,.0f} MB, "
-            f"file {r['db_mb']:,.0f} MB"
-        )
+    notes = [
+        f"{r['size']:,} entries: bulk build {r['build_rate']:,.0f} entries/s ({r['build_s']:.1f} s), "
+        f"load + index {r['index_s']:.1f} s, reopen + load saved index {r['reopen_s']:.1f} s "
+        f"({r['ann_mb']:,.0f} MB), path {'ANN' if r['ann'] else 'exact'}, "
+        f"recall@10 vs exact fused {r['recall']:.3f}, source entry in top-10 {r['source_hit']:.3f} "
+        f"(numpy {r['base_source_hit']:.3f}), peak RSS {r['peak_rss_mb']:,.0f} MB, "
+        f"file {r['db_mb']:,.0f} MB"
+        for r in results
+    ]
+    for note in notes:
+        console.print(note)
+    return from_rich(table), notes
 
 
 def main() -> None:
-    """Parse arguments; run each size in a subprocess (own peak RSS) and print the table."""
+    """Parse arguments; run each size in a subprocess (own peak RSS), print the table and maybe record it."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="entries per graph")
     parser.add_argument("--queries", type=int, default=200, help="queries (and working sets) per size")
@@ -243,6 +263,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument("--store", nargs="*", default=[], help="StoreConfig overrides, e.g. ann_dtype=f16")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    add_record_option(parser)
     args = parser.parse_args()
     if args.worker:
         spec = json.loads(args.worker)
@@ -260,9 +281,11 @@ def main() -> None:
             raise SystemExit(f"size {size:,} failed: {result['error']}")
         results.append(result)
         print(f"size {size:,} done: {result}", file=sys.stderr)
-    print_table(results)
+    table, notes = print_table(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+    title = "SQLite graph store: search, embedded search and frontier latency against numpy brute force"
+    save_record(args, title, [table], notes)
 
 
 if __name__ == "__main__":

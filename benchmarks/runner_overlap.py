@@ -5,7 +5,7 @@ measures what that overlap buys in seconds, which 2 shared cores make too noisy 
 unit test. Each row plays the same scripted episodes at one concurrency; the ratio column is
 the speed-up over concurrency 1 (ideal: the concurrency itself).
 
-    python -m benchmarks.runner_overlap --episodes 16 --concurrency 1 8
+    python -m benchmarks.runner_overlap --episodes 16 --concurrency 1 8 --record runner-overlap
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import add_record_option, markdown, result_table, save_record
 from memora_rl.core.trajectory import ActionRecord, Trajectory
 from memora_rl.data.records import Task
 from memora_rl.policy.base import Policy
@@ -72,23 +73,26 @@ def time_concurrency(episodes: int, concurrency: int, delay_s: float) -> float:
 
 
 def main() -> None:
-    """Print one row per concurrency: seconds and speed-up over concurrency 1."""
+    """Print (and maybe record) one row per concurrency: seconds and speed-up over concurrency 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--delay-s", type=float, default=0.05, help="policy call time in seconds")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    add_record_option(parser)
     args = parser.parse_args()
     baseline_s = time_concurrency(args.episodes, 1, args.delay_s)
     rows = [{"concurrency": 1, "seconds": baseline_s, "speedup": 1.0}]
     for concurrency in (c for c in args.concurrency if c != 1):
         seconds = time_concurrency(args.episodes, concurrency, args.delay_s)
         rows.append({"concurrency": concurrency, "seconds": seconds, "speedup": baseline_s / seconds})
-    print("| concurrency | seconds | speed-up over 1 |\n|---|---|---|")
-    for row in rows:
-        print(f"| {row['concurrency']} | {row['seconds']:.3f} | {row['speedup']:.2f} |")
+    title = f"Batched runner, {args.episodes} two-step episodes, policy calls of {args.delay_s:g} s that only wait"
+    cells = [[row["concurrency"], f"{row['seconds']:.3f}", f"{row['speedup']:.2f}"] for row in rows]
+    table = result_table(title, ["concurrency", "seconds", "speed-up over 1"], cells)
+    print(markdown(table))
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2))
+    save_record(args, "Wall-clock speed-up of the batched runner's concurrency over one episode at a time", [table])
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ clients p50 is about clients / throughput, and throughput is bounded by the core
 With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too; with
 `--llm-export E --llm-dtypes float32 bfloat16` the benchmark serves E's merged model itself, once per
 dtype, so both are measured in one run. `--workers 1 2` loads each policy once per worker-process count
-(`serve-memory --workers`).
+(`serve-memory --workers`). `--record NAME` also writes the table as the result record docs/results/NAME.json.
 
     python -m benchmarks.service_load --entries 10000 --requests 160
 """
@@ -28,12 +28,25 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import numpy as np
 
-from benchmarks.common import GRAPH, WORDS, bulk_load, percentile_ms
+from benchmarks.common import (
+    GRAPH,
+    WORDS,
+    add_record_option,
+    bulk_load,
+    markdown,
+    percentile_ms,
+    result_table,
+    save_record,
+)
 from memora_rl.data.load import SHARED_LOCOMO_PATH
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 NAMES = ["Ava", "Ben", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lia", "Max", "Nia", "Omar"]
 THINGS = ["bicycle", "violin", "garden", "camera", "kayak", "telescope", "notebook", "guitar", "tent", "drone"]
@@ -234,26 +247,28 @@ def ingest_rows(server: Server, batches: int, batch_turns: int, levels: list[int
     return rows
 
 
-def print_table(rows: list[dict], base: dict) -> None:
-    """The Markdown table: one row per measurement, with two ratios.
+COLUMNS = ("what", "clients", "p50 ms", "p95 ms", "req/s", "req/s / fewest clients", "errors", "server CPU ms/req",
+           "p50 / in-process search")  # fmt: skip
+
+
+def load_table(rows: list[dict], base: dict) -> ResultTable:
+    """One row per measurement after the in-process baseline's, with two ratios.
 
     p50 over the in-process search's p50, and req/s over the same label's req/s at its fewest
     clients (how throughput grows with concurrency: the batching a server gets out of more clients).
     """
-    print("| what | clients | p50 ms | p95 ms | req/s | req/s / fewest clients | errors | server CPU ms/req "
-          "| p50 / in-process search |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    first = f"| baseline: in-process semantic search (no HTTP) | 1 | {base['p50']:.1f} | {base['p95']:.1f} |"
-    print(f"{first} | | | | 1.00 |")
+    cells: list[list[object]] = [["baseline: in-process semantic search (no HTTP)", 1, f"{base['p50']:.1f}",
+                                  f"{base['p95']:.1f}", "", "", "", "", "1.00"]]  # fmt: skip
     fewest: dict[str, float] = {}
     for row in sorted(rows, key=lambda row: row["concurrency"]):
         fewest.setdefault(row["what"], row["rps"])
     for row in rows:
         rate = f"{row['rps']:.1f}" + (f" ({row['turns_per_s']:.0f} turns/s)" if "turns_per_s" in row else "")
         growth = row["rps"] / fewest[row["what"]] if fewest[row["what"]] else float("nan")
-        print(f"| {row['what']} | {row['concurrency']} | {row['p50']:.1f} | {row['p95']:.1f} | {rate} | "
-              f"{growth:.2f} | {row['errors']}/{row['n']} | {row['cpu_ms']:.1f} | "
-              f"{row['p50'] / base['p50']:.2f} |")  # fmt: skip
+        cells.append([row["what"], row["concurrency"], f"{row['p50']:.1f}", f"{row['p95']:.1f}", rate,
+                      f"{growth:.2f}", f"{row['errors']}/{row['n']}", f"{row['cpu_ms']:.1f}",
+                      f"{row['p50'] / base['p50']:.2f}"])  # fmt: skip
+    return result_table("serve-memory over loopback: latency, throughput and server CPU", COLUMNS, cells)
 
 
 @contextmanager
@@ -321,6 +336,7 @@ def main() -> None:
     parser.add_argument("--start-timeout", type=float, default=600, help="seconds a server may take to start")
     parser.add_argument("--workdir", type=Path, default=None, help="folder of the store (default: a temp dir)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="serve-memory --workers values to load")
+    add_record_option(parser)
     args = parser.parse_args()
     if args.llm_dtypes and args.llm_export is None:
         parser.error("--llm-dtypes serves --llm-export's merged model: pass --llm-export too.")
@@ -344,7 +360,10 @@ def main() -> None:
                 with Server(stores, command, free_port(), args.start_timeout) as server:
                     rows += server_rows(args, server, name, workers, number, locomo)
                 number += 1
-    print_table(rows, base)
+    table = load_table(rows, base)
+    print(markdown(table))
+    title = f"serve-memory over loopback ({args.entries}-entry graph): retrieve latency and throughput, ingest"
+    save_record(args, title, [table])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ tasks: oracle walks played token-exact through the rollout's `EpisodePlayer`). E
 learning rate) in a fresh subprocess, so its peak RSS is its own. float32 is the baseline; the ratio is
 its seconds a step over each row's. The losses show both learn the same rows alike. The warm start uses bf16
 only with `warm_start.bf16_on_cpu` and where the CPU computes it natively (AVX512-BF16 or AMX).
+`--record NAME` also writes the table and the run's sizes as the result record docs/results/NAME.json.
 
     python -m benchmarks.warm_start                                    # quickstart.yaml, ~4 minutes here
     python -m benchmarks.warm_start --config configs/grpo/hard.yaml --tasks 16 --steps 8
@@ -20,9 +21,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from benchmarks.common import REPO_ROOT, peak_rss_gb, spawn
+from benchmarks.common import REPO_ROOT, add_record_option, markdown, peak_rss_gb, result_table, save_record, spawn
+
+if TYPE_CHECKING:
+    from memora_rl.experiments.records import ResultTable
 
 MODULE = "benchmarks.warm_start"
 """This script as a module: the episodes and each precision run in `python -m benchmarks.warm_start --worker SPEC`."""
@@ -98,24 +102,20 @@ def train_rows(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def table(rows: dict[str, dict[str, Any]], tokens_a_step: float) -> str:
-    """Markdown table of the measured precisions, with the ratio against float32."""
-    lines = [
-        "| precision | s per optimizer step (median) | tokens/s | peak RSS GB | loss: first step, last half | "
-        "speed-up over fp32 |",
-        "|---|---|---|---|---|---|",
-    ]
+def table(rows: dict[str, dict[str, Any]], tokens_a_step: float) -> ResultTable:
+    """The measured precisions, with the speed-up over float32 (a failed one keeps its error)."""
+    columns = ["precision", "s per optimizer step (median)", "tokens/s", "peak RSS GB", "loss: first step, last half",
+               "speed-up over fp32"]  # fmt: skip
+    cells: list[list[object]] = []
     base = rows.get("fp32", {}).get("step_s")
     for name, row in rows.items():
         if row.get("error"):
-            lines.append(f"| {name} | failed: {row['error']} | | | | |")
+            cells.append([name, f"failed: {row['error']}", "", "", "", ""])
             continue
         ratio = f"{base / row['step_s']:.2f}x" if base else "-"
-        lines.append(
-            f"| {name} | {row['step_s']:.2f} | {tokens_a_step / row['step_s']:.0f} | {row['peak_rss_gb']:.2f} | "
-            f"{row['first_loss']:.3f}, {row['last_loss']:.3f} | {ratio} |"
-        )
-    return "\n".join(lines)
+        cells.append([name, f"{row['step_s']:.2f}", f"{tokens_a_step / row['step_s']:.0f}", f"{row['peak_rss_gb']:.2f}",
+                      f"{row['first_loss']:.3f}, {row['last_loss']:.3f}", ratio])  # fmt: skip
+    return result_table("Warm-start SFT steps by precision", columns, cells)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -130,11 +130,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="Limit for each subprocess.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
     parser.add_argument("overrides", nargs="*", help="Extra TrainConfig key=value overrides.")
+    add_record_option(parser)
     return parser.parse_args(argv)
 
 
 def main() -> None:
-    """Record the rows, train each precision in its own process, print the table."""
+    """Record the rows, train each precision in its own process, print the table (and the record)."""
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         spec = json.loads(sys.argv[2])
         rows = spec["job"] == "rows"
@@ -157,14 +158,19 @@ def main() -> None:
     from memora_rl.training.trainer import cpu_has_bf16
 
     native = "computes bf16 in hardware" if cpu_has_bf16() else "emulates bf16 (the warm start keeps float32)"
-    print(f"this CPU {native}")
-    print(
+    notes = [
+        f"this CPU {native}",
         f"{args.config.name}: {sizes['rows']} oracle episodes, {sizes['tokens'] / sizes['rows']:.0f} tokens a row "
-        f"({sizes['policy_tokens'] / sizes['rows']:.0f} trained), {accumulation} a step, {args.steps} steps a row"
-    )
-    print(table(results, tokens_a_step))
+        f"({sizes['policy_tokens'] / sizes['rows']:.0f} trained), {accumulation} a step, {args.steps} steps a row",
+    ]
+    measured = table(results, tokens_a_step)
+    print("\n".join(notes))
+    print(markdown(measured))
     if args.json is not None:
         args.json.write_text(json.dumps({"rows": sizes, "results": results}, indent=1))
+    save_record(
+        args, f"Warm-start SFT cost by precision ({args.config.name}): float32 vs bf16 autocast", [measured], notes
+    )
 
 
 if __name__ == "__main__":

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 
 from benchmarks import build as bench
+from benchmarks.common import REPO_ROOT
 from memora_rl.data.records import Conversation, Task
 from memora_rl.memory import open_store
 from memora_rl.memory.deciders import always_create
 from memora_rl.memory.records import EntryCandidate, Episode
+from tests.benchmarks.scripts import table_rows
 from tests.builders.scripted_llm import small_conversation
 
 
@@ -73,7 +77,7 @@ def test_the_summary_puts_the_papers_figures_beside_this_runs_and_compares_per_d
         row("memora-text", "locomo conv-30", 132.2, 400, 10),
         row("memora", "synthetic s", 5.0, 50, 4),  # no memora-text row: no comparison line
     ]
-    text = bench.markdown(rows)
+    text = bench.report(bench.tables(rows), rows)
     assert "Paper's figures" in text and "1,322 s" in text and "740 s" in text
     assert "Memora 344 entries" in text and "Mem0 651 entries" in text
     assert "- memora-text on locomo conv-30 (40 of 160 turns): 529 s, 80 entries" in text
@@ -91,3 +95,26 @@ def test_memora_text_is_the_memora_builder_with_text_segments(tmp_path) -> None:
     assert builder.name == "memora" and builder.config.segment_output == "text"
     assert bench.make_labelled_builder("memora", str(tmp_path), args).config.segment_output == "offsets"
     assert bench.make_labelled_builder("extractive", str(tmp_path), args).name == "extractive"
+
+
+def test_a_run_prints_its_tables_and_records_them_with_the_comparisons(tmp_path, monkeypatch, capsys) -> None:
+    """main's printed tables are the record's; the paper's figures and the ratios are its notes (builds faked)."""
+    phases = {"segment": {"calls": 4, "http_requests": 4, "prompt_tokens": 900, "completion_tokens": 80, "seconds": 12}}
+    built = {
+        "memora": {**row("memora", "d", 74.0, 100, 10), "phases": phases},
+        "memora-text": row("memora-text", "d", 132.2, 400, 10),
+    }
+    monkeypatch.setattr(bench, "datasets", lambda args: [("d", None, 160, [])])
+    monkeypatch.setattr(bench, "run_one", lambda label, *rest: built[label])
+    argv = ["--builders", "memora", "memora-text", "--record", "build-test", "--results-dir", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", [str(REPO_ROOT / "benchmarks" / "build.py"), *argv])
+    bench.main()
+    printed = table_rows(capsys.readouterr().out)
+    record = json.loads((tmp_path / "build-test.json").read_text())
+    assert record["command"].startswith("python -m benchmarks.build ")
+    summary, phase_table = record["tables"]
+    assert printed == [summary["columns"], *summary["rows"], phase_table["columns"], *phase_table["rows"]]
+    assert phase_table["rows"] == [["memora", "d", "segment", "4", "4", "900", "80", "12"]]
+    paper, extrapolated, comparison = record["notes"]
+    assert paper.startswith("Paper's figures") and "memora-text on d (40 of 160 turns): 529 s" in extrapolated
+    assert comparison.startswith("d: offset prediction vs text: wall 0.56, completion tokens 0.25")

@@ -6,6 +6,7 @@ import doctest
 import math
 
 import numpy as np
+import pytest
 
 from benchmarks import common
 from memora_rl.memory import open_store
@@ -47,3 +48,41 @@ def test_values_are_independent_of_abstractions_without_noise() -> None:
 def test_percentiles_are_milliseconds_and_nan_without_samples() -> None:
     assert common.percentiles([0.001] * 19 + [0.1]) == (1.0, common.percentile_ms([0.001] * 19 + [0.1], 95))
     assert math.isnan(common.percentile_ms([], 50))
+
+
+def test_a_rich_table_becomes_a_record_table_cell_for_cell() -> None:
+    from rich.table import Table
+
+    table = Table(title="latency (ms)")
+    table.add_column("size")
+    table.add_column("p50", justify="right")
+    table.add_row("1,000", "0.5")
+    table.add_row("10,000", "[bold]2.0[/]")
+    converted = common.from_rich(table)
+    assert converted.title == "latency (ms)" and converted.columns == ["size", "p50"]
+    assert converted.rows == [["1,000", "0.5"], ["10,000", "2.0"]]  # markup is styling, not a figure
+
+
+def test_save_record_writes_only_when_asked(tmp_path, monkeypatch) -> None:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser()
+    common.add_record_option(parser)
+    table = common.result_table("t", ["a"], [[1]])
+    assert common.save_record(parser.parse_args([]), "title", [table]) is None
+    monkeypatch.setattr("sys.argv", [str(common.REPO_ROOT / "benchmarks" / "env_step.py"), "--sizes", "500"])
+    args = parser.parse_args(["--record", "bench-x", "--results-dir", str(tmp_path)])
+    path = common.save_record(args, "Env step", [table], notes=["2.0x faster"])
+    record = json.loads(path.read_text())
+    assert path == tmp_path / "bench-x.json" and record["title"] == "Env step"
+    assert record["command"] == "python -m benchmarks.env_step --sizes 500"
+    assert record["tables"][0]["rows"] == [["1"]] and record["notes"] == ["2.0x faster"]
+    assert record["split"] is None
+    path = common.save_record(args, "Env step", [table], split="validation", argv=["--sizes", "9"])
+    record = json.loads(path.read_text())
+    assert record["command"] == "python -m benchmarks.env_step --sizes 9" and record["split"] == "validation"
+    bad = parser.parse_args(["--record", "Not A Name", "--results-dir", str(tmp_path)])
+    with pytest.raises(ValueError, match="name"):
+        common.save_record(bad, "title", [table])
+    assert [p.name for p in tmp_path.iterdir()] == ["bench-x.json"]

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from benchmarks import embedding as bench
+from tests.benchmarks.scripts import table_rows
 
 
 def test_the_texts_are_distinct_and_passages_are_longer_than_queries() -> None:
@@ -19,13 +20,18 @@ def test_the_texts_are_distinct_and_passages_are_longer_than_queries() -> None:
 @pytest.mark.slow
 def test_a_short_run_prints_every_shape_for_both_backends_with_agreeing_vectors(tmp_path, monkeypatch, capsys) -> None:
     out = tmp_path / "rows.json"
-    monkeypatch.setattr(sys, "argv", ["embedding.py", "--queries", "8", "--passages", "16", "--json", str(out)])
+    argv = [bench.__file__, "--queries", "8", "--passages", "16", "--json", str(out)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--record", "embedding", "--results-dir", str(tmp_path)])
     bench.main()
     table = capsys.readouterr().out
     assert table.count("| torch (baseline) |") == table.count("| onnx |") == 3
     rows = json.loads(out.read_text())
     assert [row["cpu_ratio"] for row in rows if row["backend"].startswith("torch")] == [1.0, 1.0, 1.0]
     assert min(row["min_cosine"] for row in rows) > 0.99999
+    record = json.loads((tmp_path / "embedding.json").read_text())
+    assert record["command"].startswith("python -m benchmarks.embedding ")
+    (recorded,) = record["tables"]
+    assert [recorded["columns"], *recorded["rows"]] == table_rows(table)  # the header row, then one per row
 
 
 def test_a_query_count_that_is_not_a_multiple_of_8_is_refused(monkeypatch) -> None:

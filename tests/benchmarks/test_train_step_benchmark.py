@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.benchmarks.scripts import run_benchmark
+from tests.benchmarks.scripts import run_benchmark, table_rows
 
 
 def tiny_args(out: Path, *extra: str) -> list[str]:
@@ -20,7 +20,9 @@ def tiny_args(out: Path, *extra: str) -> list[str]:
 @pytest.mark.slow
 def test_train_step_benchmark_tiny(tmp_path):
     out = tmp_path / "rows.json"
-    done = run_benchmark("train_step", *tiny_args(out, "--micro-batch", "1", "--max-rss-gb", "12"), timeout=900)
+    record_args = ["--record", "train-step-tiny", "--results-dir", str(tmp_path / "results")]
+    done = run_benchmark("train_step", *tiny_args(out, "--micro-batch", "1", "--max-rss-gb", "12", *record_args),
+                         timeout=900)  # fmt: skip
     rows = json.loads(out.read_text())
     assert [(row["settings"], row["error"]) for row in rows] == [("current", None), ("new", None), ("new", None)]
     for row in rows:
@@ -32,6 +34,11 @@ def test_train_step_benchmark_tiny(tmp_path):
     assert baseline["completion_tokens"] == 2 * 4 and baseline["policy_tokens"] == 2 * 4  # one turn: no observation
     assert target["completion_tokens"] == 2 * (4 + 16 + 4) and target["policy_tokens"] == 2 * 8
     assert "new / current" in done.stdout and "target" in done.stdout
+    record = json.loads((tmp_path / "results" / "train-step-tiny.json").read_text())
+    assert record["command"].startswith("python -m benchmarks.train_step ")
+    table = record["tables"][0]
+    assert [table["columns"], *table["rows"]] == table_rows(done.stdout)
+    assert len(record["notes"]) == 2 and all(note in done.stdout for note in record["notes"])  # ratio, target check
 
 
 @pytest.mark.gpu
