@@ -136,20 +136,33 @@ def markdown_tables(tables: Sequence[ResultTable]) -> str:
     return "\n".join(line for table in tables for line in _markdown_table(table))
 
 
+SECTIONS = (("Learning: policies against the baselines", True), ("Speed, memory and service", False))
+"""The page's sections: records measured on a task split (learning) first, then the benchmarks'."""
+
+
 def render_results(records: Sequence[ResultRecord]) -> str:
-    """`docs/results.md`: each record's title, provenance, command and tables, in name order."""
+    """`docs/results.md`: each record's title, provenance, command and tables, by section, in name order."""
     lines = [PAGE_HEADER]
-    for record in sorted(records, key=lambda r: r.name):
-        commit = "unknown commit" if record.commit is None else f"commit {record.commit[:10]}"
-        state = " (uncommitted changes)" if record.dirty else ""
-        split = f", split `{record.split}`" if record.split else ""
-        lines += [f"## {record.title}", "", f"Record `{record.name}.json`: {record.date}, {commit}{state}{split};"]
-        lines += [f"{record.machine}.", "", "```bash", record.command, "```", ""]
-        for table in record.tables:
-            lines += _markdown_table(table)
-        lines += [f"- {note}" for note in record.notes]
-        if record.notes:
-            lines.append("")
-        if record.figure:
-            lines += [f"![{record.title}](results/{record.figure})", ""]
+    for heading, on_a_split in SECTIONS:
+        section = sorted((r for r in records if (r.split is not None) == on_a_split), key=lambda r: r.name)
+        if section:
+            lines += [f"## {heading}", ""]
+        lines += [line for record in section for line in _record_lines(record)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _record_lines(record: ResultRecord) -> list[str]:
+    """One record on the page: its title, provenance, command, tables, notes and figure."""
+    commit = "unknown commit" if record.commit is None else f"commit {record.commit[:10]}"
+    state = " (uncommitted changes)" if record.dirty else ""
+    split = f", split `{record.split}`" if record.split else ""
+    lines = [f"### {record.title}", "", f"Record `{record.name}.json`: {record.date}, {commit}{state}{split};"]
+    lines += [f"{record.machine}.", "", "```bash", record.command, "```", ""]
+    for table in record.tables:
+        lines += _markdown_table(table)
+    lines += [f"- {note}" for note in record.notes]
+    if record.notes:
+        lines.append("")
+    if record.figure:
+        lines += [f"![{record.title}](results/{record.figure})", ""]
+    return lines

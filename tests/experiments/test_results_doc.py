@@ -45,7 +45,7 @@ def test_a_record_round_trips_and_renders_its_provenance_and_tables(tmp_path):
     assert loaded.command == "memora-rl experiment learning --skip-train" and loaded.split == "validation"
     assert "CPU cores" in loaded.machine and loaded.date.endswith("+00:00")
     page = render_results([loaded])
-    assert "## A demo" in page and "| GRPO | 0.750 |" in page and "![A demo](results/demo.png)" in page
+    assert "### A demo" in page and "| GRPO | 0.750 |" in page and "![A demo](results/demo.png)" in page
     assert "```bash\nmemora-rl experiment learning --skip-train\n```" in page
 
 
@@ -69,3 +69,11 @@ def test_the_results_command_writes_and_checks_the_page(tmp_path):
     assert CliRunner().invoke(app, args).exit_code == 0
     assert page.read_text() == render_results(read_records(tmp_path / "results"))
     assert CliRunner().invoke(app, [*args, "--check"]).exit_code == 0
+
+
+def test_learning_records_come_before_the_benchmarks_under_their_own_sections():
+    benchmark = _record("a-bench").model_copy(update={"title": "Env step", "split": None})
+    page = render_results([benchmark, _record("z-learning")])
+    learning, speed = page.index("## Learning"), page.index("## Speed, memory and service")
+    assert learning < page.index("### A demo") < speed < page.index("### Env step")
+    assert render_results([benchmark]).count("## Learning") == 0  # no empty section
