@@ -33,13 +33,13 @@ def test_the_table_gives_each_vllm_row_over_its_transformers_row(capsys) -> None
 @pytest.mark.vllm
 def test_rollouts_benchmark_tiny(vllm_server, tmp_path) -> None:
     out = tmp_path / "rows.json"
-    done = run_benchmark("rollouts", "--episodes", "2", "--concurrency", "2", "--batch", "2",
+    done = run_benchmark("rollouts", "--episodes", "1", "--concurrency", "1", "--batch", "1",  # one episode a row
                          "--server-url", vllm_server.base_url, "--json", str(out),
                          "--record", "rollouts", "--results-dir", str(tmp_path))  # fmt: skip
     rows = json.loads(out.read_text())
     assert [r["label"] for r in rows] == LABELS
     for r in rows:
-        assert r["episodes"] == 2 and r["seconds"] > 0 and r["per_min"] > 0 and r["steps"] >= 1
+        assert r["episodes"] == 1 and r["seconds"] > 0 and r["per_min"] > 0 and r["steps"] >= 1
     by_label = {r["label"]: r for r in rows}
     ratio = by_label[LABELS[0]]["per_min"] / by_label[LABELS[2]]["per_min"]
     assert f"runner: vllm-cpu / transformers = {ratio:.1f}x" in done.stdout
