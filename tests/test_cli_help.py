@@ -34,6 +34,7 @@ EVAL_OPTION_FIELDS = [
     "concurrency",
     "latency_questions",
     "seed",
+    "shard",
     "restart",
     "env_overrides",
 ]
@@ -110,7 +111,7 @@ def test_unset_eval_options_take_the_config_defaults(monkeypatch):
     monkeypatch.setattr("memora_rl.evaluation.offline.run_eval", fake_run_eval)
     monkeypatch.delenv("MEMORA_RL_VLLM_URL", raising=False)
     CliRunner().invoke(app, ["eval", "--env", "synthetic", "--policy", "heuristic"])
-    options = "--split validation --limit 5 --concurrency 3 --latency-questions 2 --seed 2 --restart"
+    options = "--split validation --limit 5 --concurrency 3 --latency-questions 2 --seed 2 --shard 1/2 --restart"
     options += " --set env.budget=4 --set env.max_steps=5"
     CliRunner().invoke(app, ["eval", "--env", "synthetic", "--policy", "heuristic", *options.split()])
     assert seen[0] == EvalConfig(env="synthetic", policy="heuristic")
@@ -122,6 +123,7 @@ def test_unset_eval_options_take_the_config_defaults(monkeypatch):
         concurrency=3,
         latency_questions=2,
         seed=2,
+        shard="1/2",
         restart=True,
         env_overrides=["env.budget=4", "env.max_steps=5"],
     )

@@ -1,4 +1,7 @@
-"""`memora-rl eval`: evaluate a policy offline on held-out tasks; `memora-rl eval compare` puts runs side by side."""
+"""`memora-rl eval`: evaluate a policy offline on held-out tasks (or one `--shard i/n` of them).
+
+`memora-rl eval compare` puts runs side by side; `memora-rl eval merge` joins shard runs into one run.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,10 @@ from memora_rl.evaluation.config import EvalConfig
 console = Console()
 
 eval_app = typer.Typer(
-    help="Offline evaluation: `memora-rl eval --env E --policy P` runs one policy; `eval compare A B` compares runs.",
+    help=(
+        "Offline evaluation: `memora-rl eval --env E --policy P` runs one policy; `eval compare A B` compares runs; "
+        "`eval merge S0 S1 --out D` joins --shard runs."
+    ),
     invoke_without_command=True,
     no_args_is_help=False,
 )
@@ -42,6 +48,7 @@ def evaluate(
     concurrency: Annotated[int | None, config_option(EvalConfig, "concurrency")] = None,
     latency_questions: Annotated[int | None, config_option(EvalConfig, "latency_questions")] = None,
     seed: Annotated[int | None, config_option(EvalConfig, "seed")] = None,
+    shard: Annotated[str | None, config_option(EvalConfig, "shard")] = None,
     constrained: Annotated[
         bool | None, config_option(EvalConfig, "constrained", "--constrained/--unconstrained")
     ] = None,
@@ -82,6 +89,7 @@ def evaluate(
             concurrency=concurrency,
             latency_questions=latency_questions,
             seed=seed,
+            shard=shard,
             constrained=constrained,
             restart=restart,
             env_overrides=override,
@@ -111,3 +119,17 @@ def compare(
     table, target = compare_eval_dirs(list(runs), out, seed)
     console.print(table)
     console.print(f"[green]wrote[/] {target}/compare.md and plots")
+
+
+@eval_app.command("merge")
+def merge(
+    shards: Annotated[list[Path], typer.Argument(help="Run folders of `--shard 0/n` to `--shard n-1/n`, each once.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the merged run (records, results, plots).")],
+) -> None:
+    """Join shard runs into one run folder whose results equal the unsharded run's (timings aside)."""
+    from memora_rl.evaluation.report import metrics_table
+    from memora_rl.evaluation.shards import merge_shards
+
+    result = merge_shards(list(shards), out)
+    console.print(metrics_table(result.metrics, title=f"{result.policy}: {len(shards)} shards merged"))
+    console.print(f"[green]wrote[/] {result.out} (records, results.json, results.md, plots)")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from memora_rl.config import StrictModel
 from memora_rl.data.splits import SplitName
@@ -16,6 +17,30 @@ if TYPE_CHECKING:
 
 DEFAULT_TOKENIZER = "smollm2-135m-instruct"
 """Tokenizer that counts the baselines' context tokens (the default policy model's)."""
+
+SHARD_PATTERN = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`"i/n"` as `(i, n)`, checked (0 <= i < n); the error names the input and a valid form.
+
+    >>> parse_shard("1/4")
+    (1, 4)
+    >>> parse_shard("3/2")
+    Traceback (most recent call last):
+    ...
+    memora_rl.errors.ConfigError: --shard 3/2: the shard index must be below the shard count, e.g. 0/2 or 1/2.
+    """
+    match = SHARD_PATTERN.fullmatch(text)
+    if match is None:
+        raise ConfigError(f"--shard {text}: write the shard as INDEX/COUNT, e.g. 0/2 or 1/2 (two shards).")
+    index, count = int(match[1]), int(match[2])
+    if count < 1:
+        raise ConfigError(f"--shard {text}: the shard count must be at least 1, e.g. 0/1 (the whole run) or 0/2.")
+    if index >= count:
+        valid = "0/1" if count == 1 else "0/2 or 1/2" if count == 2 else f"0/{count} to {count - 1}/{count}"
+        raise ConfigError(f"--shard {text}: the shard index must be below the shard count, e.g. {valid}.")
+    return index, count
 
 
 class EvalConfig(StrictModel):
@@ -59,6 +84,9 @@ class EvalConfig(StrictModel):
     the rest run `concurrency` at once and measure throughput (questions per second)."""
     seed: int = 0
     """Base seed: episode i is reset with seed + i (and the random baseline's seed, and the `limit` sample)."""
+    shard: str | None = None
+    """Evaluate shard INDEX/COUNT of the tasks (e.g. `0/2`): every COUNT-th task of the `limit` sample sorted by
+    id, from the INDEX-th; the episode seeds stay the unsharded run's. `memora-rl eval merge` joins the shards."""
     max_new_tokens: int = Field(default=64, ge=1)
     """Token limit of one LLM action."""
     constrained: bool | None = None
@@ -72,6 +100,15 @@ class EvalConfig(StrictModel):
     env_overrides: list[str] = Field(default_factory=list)
     """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`). An export
     evaluated on its training env gets its run's overrides first (the observation layout it was trained on)."""
+
+    @field_validator("shard")
+    @classmethod
+    def _shard_is_index_of_count(cls, shard: str | None) -> str | None:
+        """`i/n` with 0 <= i < n, written without spaces (it names the shard in run.json)."""
+        if shard is None:
+            return None
+        index, count = parse_shard(shard)
+        return f"{index}/{count}"
 
     @model_validator(mode="after")
     def _answerer_is_whole(self) -> EvalConfig:

@@ -6,7 +6,8 @@ skips the task ids already recorded), `results.json`, `results.md` and PNG plots
 answerer endpoint, each question's context is answered and judged (answers cached on disk,
 see `EvalConfig.llm_cache`), and `llm_usage.json` sums the answerer's and judge's tokens over
 the folder's invocations. `compare_eval_dirs` puts finished runs side by side with paired
-bootstrap intervals.
+bootstrap intervals. With `EvalConfig.shard`, a run plays one shard of the tasks; `shards.merge_shards`
+joins the shards' folders into one run.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from memora_rl.evaluation.policies import (
     use_constrained_decoding,
 )
 from memora_rl.evaluation.records import QuestionRecord
-from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_results
+from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_run_plots, write_run_report
+from memora_rl.evaluation.shards import shard_jobs
 
 if TYPE_CHECKING:
     from memora_rl.evaluation.playback import Throughput
@@ -43,11 +45,6 @@ RUN_FILE = "run.json"
 """What run an output folder holds (policy, env, split, overrides, export id, answerer): resuming checks it."""
 USAGE_FILE = "llm_usage.json"
 """Answerer and judge LLM usage by phase, summed over the folder's invocations (tokens the endpoints reported)."""
-PLOT_FILES = {
-    "category": "category_evidence_recall.png",
-    "recall_tokens": "recall_vs_context_tokens.png",
-    "latency": "latency_cdf.png",
-}
 
 
 @dataclass(frozen=True)
@@ -206,11 +203,16 @@ def _eval_graph(
     from memora_rl.judge import TrajectoryJudge
 
     judge = TrajectoryJudge(env_config.judge)  # model-free (evidence recall); shared by every worker's env
+    picked: list[tuple[int, Task]] = []  # the shard's tasks with their position in the sample (episode seeds)
+
+    def choose(split: list[Task]) -> list[Task]:
+        picked.extend(shard_jobs(_limit(split, config), config.shard))
+        return [task for _, task in picked]
+
     env, tasks = make_eval_env(  # builds only the graphs of the chosen tasks, with a progress bar
-        config.env, config.split, config.env_overrides, lambda split: _limit(split, config),
-        tokenizer=tokenizer, judge=judge,
-    )  # fmt: skip
-    jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
+        config.env, config.split, config.env_overrides, choose, tokenizer=tokenizer, judge=judge
+    )
+    jobs = [(index, task) for index, task in picked if task.id not in done]
     envs = [env] + [
         RetrievalEnv(env.store, env.config, tasks, tokenizer=tokenizer, judge=judge)
         for _ in range(min(config.concurrency, max(len(jobs), 1)) - 1)
@@ -239,8 +241,9 @@ def _eval_context(
 
     env_spec = resolve_env_spec(config.env, config.env_overrides)
     corpus = select_conversations(env_spec, load_corpus(env_spec.data))
-    tasks = _limit(split_tasks(env_spec, corpus, config.split), config)
-    jobs = [(index, task) for index, task in enumerate(tasks) if task.id not in done]
+    picked = shard_jobs(_limit(split_tasks(env_spec, corpus, config.split), config), config.shard)
+    tasks = [task for _, task in picked]
+    jobs = [(index, task) for index, task in picked if task.id not in done]
     store = None
     if needs_graph_store(spec):
         from memora_rl.evaluation.graphs import build_needed_graphs, corpus_for_tasks
@@ -298,6 +301,8 @@ def run_eval(config: EvalConfig) -> EvalRun:
     identity.update(answerer_identity(config))
     if export_id is not None:
         identity["export_id"] = export_id
+    if config.shard is not None:  # a shard's tasks follow from the sample: `eval merge` checks its siblings' match
+        identity.update(shard=config.shard, limit=config.limit, seed=config.seed)
     out = config.output_dir(spec)
     out.mkdir(parents=True, exist_ok=True)
     _claim_folder(out, identity, config.restart)
@@ -311,29 +316,16 @@ def run_eval(config: EvalConfig) -> EvalRun:
     usage = add_usage(out, grader.usage() if grader is not None else {})
     wanted = {task.id for task in tasks}
     records = [record for record in read_records(records_path) if record.task_id in wanted]
-    metrics = summarize_by_category(records)
-    metrics[OVERALL]["questions_per_s"] = throughput.questions_per_s  # this invocation's concurrent phase
-    metrics[OVERALL]["throughput_in_flight"] = throughput.in_flight
     meta = {"policy": spec.name, "policy_spec": config.policy, "env": config.env, "split": config.split}
     meta.update({"limit": config.limit, "questions": len(records), "env_overrides": config.env_overrides})
     meta.update({**answerer_identity(config), "llm_usage": usage})
     if spec.kind in ("prompted", "export"):  # whether the LLM's actions were decoded under the action schema
         meta["constrained"] = use_constrained_decoding(spec, config.base_url, config.constrained)
-    write_results(out, metrics, meta)
-    write_run_plots(out, {spec.name: metrics}, {spec.name: records})
+    if config.shard is not None:
+        meta["shard"] = config.shard
+    metrics = write_run_report(out, records, meta, throughput)
     logger.info("Evaluated %s on %d %s questions of %s -> %s", spec.name, len(records), config.split, config.env, out)
     return EvalRun(out=out, policy=spec.name, metrics=metrics, resumed=len(done), llm_usage=usage)
-
-
-def write_run_plots(out: Path, metrics: dict[str, dict], records: dict[str, list[QuestionRecord]]) -> list[Path]:
-    """The three PNG plots (per-category evidence recall, recall vs context tokens, latency CDF)."""
-    from memora_rl.evaluation.plots import plot_category_bars, plot_latency_cdf, plot_recall_vs_tokens
-
-    return [
-        plot_category_bars(metrics, "evidence_recall", out / PLOT_FILES["category"]),
-        plot_recall_vs_tokens(records, out / PLOT_FILES["recall_tokens"]),
-        plot_latency_cdf(records, out / PLOT_FILES["latency"]),
-    ]
 
 
 def _run_name(run_dir: Path) -> str:

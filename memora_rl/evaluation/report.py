@@ -5,18 +5,27 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from memora_rl.data.jsonio import read_model_lines
 from memora_rl.errors import EvalError
 from memora_rl.evaluation.compare import MetricDelta
-from memora_rl.evaluation.metrics import OVERALL, ordered_categories
+from memora_rl.evaluation.metrics import OVERALL, ordered_categories, summarize_by_category
 from memora_rl.evaluation.records import QuestionRecord
+
+if TYPE_CHECKING:
+    from memora_rl.evaluation.playback import Throughput
 
 RECORDS_FILE = "records.jsonl"
 RESULTS_FILE = "results.json"
 TABLE_FILE = "results.md"
+PLOT_FILES = {
+    "category": "category_evidence_recall.png",
+    "recall_tokens": "recall_vs_context_tokens.png",
+    "latency": "latency_cdf.png",
+}
 
 TABLE_COLUMNS = (
     ("questions", "n", "{:.0f}"),
@@ -175,3 +184,31 @@ def write_results(run_dir: Path, metrics: dict[str, dict], meta: dict) -> None:
     (run_dir / RESULTS_FILE).write_text(json.dumps({"meta": meta, "metrics": metrics}, indent=2, sort_keys=True))
     table = metrics_table(metrics, title=str(meta.get("policy", run_dir.name)))
     (run_dir / TABLE_FILE).write_text(table + usage_table(meta.get("llm_usage") or {}))
+
+
+def write_run_plots(out: Path, metrics: dict[str, dict], records: dict[str, list[QuestionRecord]]) -> list[Path]:
+    """The three PNG plots (per-category evidence recall, recall vs context tokens, latency CDF)."""
+    from memora_rl.evaluation.plots import plot_category_bars, plot_latency_cdf, plot_recall_vs_tokens
+
+    return [
+        plot_category_bars(metrics, "evidence_recall", out / PLOT_FILES["category"]),
+        plot_recall_vs_tokens(records, out / PLOT_FILES["recall_tokens"]),
+        plot_latency_cdf(records, out / PLOT_FILES["latency"]),
+    ]
+
+
+def write_run_report(
+    out: Path, records: Sequence[QuestionRecord], meta: dict[str, Any], throughput: Throughput | None
+) -> dict[str, dict]:
+    """A run folder's results.json, results.md and plots from its records (`memora-rl eval` and `eval merge`).
+
+    Records are summarized in task-id order, so a run and the merge of its shards sum the same floats in the
+    same order; `throughput` is the invocation's concurrent phase (None for a merge: its shards ran apart).
+    """
+    ordered = sorted(records, key=lambda record: record.task_id)
+    metrics = summarize_by_category(ordered)
+    metrics[OVERALL]["questions_per_s"] = throughput.questions_per_s if throughput is not None else None
+    metrics[OVERALL]["throughput_in_flight"] = throughput.in_flight if throughput is not None else None
+    write_results(out, metrics, meta)
+    write_run_plots(out, {meta["policy"]: metrics}, {meta["policy"]: ordered})
+    return metrics

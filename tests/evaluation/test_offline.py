@@ -11,9 +11,9 @@ import pytest
 
 from memora_rl.errors import EvalError, ExportError
 from memora_rl.evaluation.config import EvalConfig
-from memora_rl.evaluation.offline import PLOT_FILES, compare_eval_dirs, run_eval
+from memora_rl.evaluation.offline import compare_eval_dirs, run_eval
 from memora_rl.evaluation.policies import VALID_POLICIES, parse_policy_spec
-from memora_rl.evaluation.report import RECORDS_FILE, RESULTS_FILE, TABLE_FILE, read_records
+from memora_rl.evaluation.report import PLOT_FILES, RECORDS_FILE, RESULTS_FILE, TABLE_FILE, read_records
 
 LIMIT = 4
 
