@@ -1,8 +1,9 @@
-"""`EvalConfig`: what one offline evaluation run does (kept apart from the runner so the CLI's help loads fast)."""
+"""`EvalConfig`: what one offline evaluation run does and which tasks its `--shard` plays (light: help loads fast)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from memora_rl.data.splits import SplitName
 from memora_rl.errors import ConfigError
 
 if TYPE_CHECKING:
+    from memora_rl.data.records import Task
     from memora_rl.evaluation.policies import PolicySpec
 
 DEFAULT_TOKENIZER = "smollm2-135m-instruct"
@@ -133,3 +135,24 @@ class EvalConfig(StrictModel):
     def output_dir(self, spec: PolicySpec) -> Path:
         """The run folder for `spec`."""
         return self.out or Path("runs") / "eval" / f"{self.env}-{self.split}" / spec.name
+
+
+def shard_positions(task_ids: Sequence[str], index: int, count: int) -> list[int]:
+    """Positions in `task_ids` of shard `index` of `count`: every count-th id in sorted order, from the index-th.
+
+    Depends on the ids alone (not on their order), and the shards split the list evenly.
+
+    >>> ids = ["c", "a", "d", "b", "e"]
+    >>> shard_positions(ids, 0, 2), shard_positions(ids, 1, 2), shard_positions(ids, 0, 1)
+    ([0, 1, 4], [2, 3], [0, 1, 2, 3, 4])
+    """
+    by_id = sorted(range(len(task_ids)), key=lambda position: task_ids[position])
+    return sorted(by_id[index::count])
+
+
+def shard_jobs(tasks: Sequence[Task], shard: str | None) -> list[tuple[int, Task]]:
+    """The `(position in tasks, task)` pairs of `shard` (`"i/n"`; None: every task), in the order of `tasks`."""
+    if shard is None:
+        return list(enumerate(tasks))
+    index, count = parse_shard(shard)
+    return [(position, tasks[position]) for position in shard_positions([task.id for task in tasks], index, count)]

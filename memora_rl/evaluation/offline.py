@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from memora_rl.async_bridge import run_sync
 from memora_rl.data.records import Task
 from memora_rl.errors import EvalError
-from memora_rl.evaluation.config import EvalConfig
+from memora_rl.evaluation.config import EvalConfig, shard_jobs
 from memora_rl.evaluation.metrics import OVERALL, summarize_by_category
 from memora_rl.evaluation.policies import (
     PolicySpec,
@@ -33,10 +33,9 @@ from memora_rl.evaluation.policies import (
 )
 from memora_rl.evaluation.records import QuestionRecord
 from memora_rl.evaluation.report import RECORDS_FILE, read_records, write_run_plots, write_run_report
-from memora_rl.evaluation.shards import shard_jobs
 
 if TYPE_CHECKING:
-    from memora_rl.evaluation.playback import Throughput
+    from memora_rl.evaluation.records import Throughput
     from memora_rl.judge.answer import AnswerGrader
 
 logger = logging.getLogger(__name__)

@@ -16,14 +16,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from memora_rl.data.records import Conversation, Task
-from memora_rl.evaluation.records import QuestionRecord
+from memora_rl.evaluation.records import QuestionRecord, Throughput
 from memora_rl.evaluation.report import append_record
 from memora_rl.judge.answer import AnswerGrader, AnswerVerdict, is_abstention, render_memory_context
 from memora_rl.judge.graders import bleu1, evidence_recall, token_f1, turn_recall
@@ -100,20 +99,6 @@ def _progress(total: int, name: str) -> tuple[Progress, Any]:
     """A rich progress bar of finished questions."""
     bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     return bar, bar.add_task(f"eval ({name})", total=total)
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """The concurrent phase of one eval invocation: questions played, wall seconds, episodes in flight."""
-
-    questions: int
-    wall_s: float
-    in_flight: int
-
-    @property
-    def questions_per_s(self) -> float | None:
-        """Finished questions per wall second (None when nothing was played)."""
-        return self.questions / self.wall_s if self.questions and self.wall_s > 0 else None
 
 
 async def _drain(

@@ -1,6 +1,8 @@
-"""Per-question evaluation records: one line of `records.jsonl` per answered task."""
+"""What an eval run records: one `records.jsonl` line per answered task, and the throughput of its concurrent phase."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -41,3 +43,17 @@ class QuestionRecord(BaseModel):
     walk: list[WalkStep] | None = None
     """Each state the graph policy saw and its action, then the final state (None: a context baseline, or a
     record written before walks were kept); the web page's walk viewer steps through it."""
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """The concurrent phase of one eval invocation: questions played, wall seconds, episodes in flight."""
+
+    questions: int
+    wall_s: float
+    in_flight: int
+
+    @property
+    def questions_per_s(self) -> float | None:
+        """Finished questions per wall second (None when nothing was played)."""
+        return self.questions / self.wall_s if self.questions and self.wall_s > 0 else None

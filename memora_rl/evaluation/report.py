@@ -16,7 +16,7 @@ from memora_rl.evaluation.metrics import OVERALL, ordered_categories, summarize_
 from memora_rl.evaluation.records import QuestionRecord
 
 if TYPE_CHECKING:
-    from memora_rl.evaluation.playback import Throughput
+    from memora_rl.evaluation.records import Throughput
 
 RECORDS_FILE = "records.jsonl"
 RESULTS_FILE = "results.json"

@@ -1,10 +1,10 @@
 """Sharded evaluation: `memora-rl eval --shard i/n` plays a fixed 1/n of the tasks; `eval merge` joins the shards.
 
-A shard is drawn from the `--limit` sample (so shards 0/n .. n-1/n of one command play exactly the
-tasks the unsharded run plays), every n-th task of the sample sorted by id; each task keeps its
-position in the sample, hence its episode seed. A shard's `run.json` names its shard, limit and
-seed; `merge_shards` checks the folders are every shard of one run, once, and writes the union as
-one run folder, reported by the code `memora-rl eval` reports with (`write_run_report`).
+A shard (`evaluation.config.shard_jobs`) is drawn from the `--limit` sample, so shards 0/n .. n-1/n of
+one command play exactly the tasks the unsharded run plays: every n-th task of the sample sorted by id,
+each keeping its position in the sample, hence its episode seed. A shard's `run.json` names its shard,
+limit and seed; `merge_shards` checks the folders are every shard of one run, once, and writes the union
+as one run folder, reported by the code `memora-rl eval` reports with (`write_run_report`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memora_rl.data.records import Task
 from memora_rl.errors import EvalError
 from memora_rl.evaluation.config import parse_shard
 from memora_rl.evaluation.metrics import OVERALL
@@ -32,27 +31,6 @@ SAMPLE_KEYS = ("limit", "seed")
 """`run.json` keys a shard adds to its run's identity: they fix the sample its tasks are drawn from."""
 PER_SHARD_META = ("shard", "questions", "llm_usage")
 """`results.json` meta keys that differ between the shards of one run (the rest must match)."""
-
-
-def shard_positions(task_ids: Sequence[str], index: int, count: int) -> list[int]:
-    """Positions in `task_ids` of shard `index` of `count`: every count-th id in sorted order, from the index-th.
-
-    Depends on the ids alone (not on their order), and the shards split the list evenly.
-
-    >>> ids = ["c", "a", "d", "b", "e"]
-    >>> shard_positions(ids, 0, 2), shard_positions(ids, 1, 2), shard_positions(ids, 0, 1)
-    ([0, 1, 4], [2, 3], [0, 1, 2, 3, 4])
-    """
-    by_id = sorted(range(len(task_ids)), key=lambda position: task_ids[position])
-    return sorted(by_id[index::count])
-
-
-def shard_jobs(tasks: Sequence[Task], shard: str | None) -> list[tuple[int, Task]]:
-    """The `(position in tasks, task)` pairs of `shard` (`"i/n"`; None: every task), in the order of `tasks`."""
-    if shard is None:
-        return list(enumerate(tasks))
-    index, count = parse_shard(shard)
-    return [(position, tasks[position]) for position in shard_positions([task.id for task in tasks], index, count)]
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from memora_rl.errors import ConfigError, EvalError
-from memora_rl.evaluation.config import EvalConfig, parse_shard
+from memora_rl.evaluation.config import EvalConfig, parse_shard, shard_positions
 from memora_rl.evaluation.offline import RUN_FILE, run_eval
 from memora_rl.evaluation.report import PLOT_FILES, RESULTS_FILE, TABLE_FILE, read_records
-from memora_rl.evaluation.shards import merge_shards, shard_positions
+from memora_rl.evaluation.shards import merge_shards
 
 LIMIT = 8
 TIMING_KEYS = {
