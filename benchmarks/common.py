@@ -197,8 +197,9 @@ def markdown(table: ResultTable) -> str:
     |---|---|
     | 1 | 2.5 |
     """
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in table.rows])
+    from memora_rl.experiments.records import table_lines
+
+    return "\n".join(table_lines(table))
 
 
 def benchmark_command(argv: Sequence[str] | None = None) -> str:

@@ -171,7 +171,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     """Measure the baselines, the stop oracle and the scorer walks on the held-out split; return the report."""
     from memora_rl.config import load_config
     from memora_rl.env.registry import make_env
-    from memora_rl.experiments.learning.experiment import point_from
+    from memora_rl.experiments.learning.experiment import measure_point, point_from
     from memora_rl.experiments.learning.margins import dominance_rows
     from memora_rl.experiments.learning.play import EvalContext, play_baseline
     from memora_rl.llm.registry import load_tokenizer
@@ -185,11 +185,11 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     ctx = EvalContext(env, list(tasks), tokenizer, config.env, overrides, env.config.max_steps, 0, 1)
     logger.info("%d %s tasks of %s", len(ctx.tasks), args.split, config.env)
 
-    semantic = {k: play_baseline(ctx, SEMANTIC, [f"env.initial_top_k={k}"]) for k in args.semantic_k}
+    # The heuristic's episodes are kept per task (the stop oracle picks among them); semantic needs points only.
     by_budget = {0.0: play_baseline(ctx, SEMANTIC)}
     by_budget |= {float(b): play_baseline(ctx, HEURISTIC, [f"env.budget={b:g}"]) for b in args.budgets}
     curves = {
-        SEMANTIC: [point_from(ctx, f"k={k}", k, c) for k, c in semantic.items()],
+        SEMANTIC: [measure_point(ctx, SEMANTIC, float(k)) for k in args.semantic_k],
         HEURISTIC: [point_from(ctx, f"b={b:g}", b, c) for b, c in by_budget.items() if b > 0],
     }
     oracle = [point_from(ctx, f"b<={b:g}", b, c) for b, c in stop_oracle(args.budgets, by_budget).items()]
@@ -202,7 +202,8 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     for features in FEATURE_SETS:
         rows, labels = heuristic_walk_states(train_env, train_tasks, Featurizer(train_env, features), args.walk_steps)
         model = fit_scorer(rows, labels, args.seed)
-        held_rows, held_labels = heuristic_walk_states(walk_env, ctx.tasks, Featurizer(walk_env, features), 3)
+        featurizer = Featurizer(walk_env, features)
+        held_rows, held_labels = heuristic_walk_states(walk_env, ctx.tasks, featurizer, args.walk_steps)
         scorers[features] = {
             "train_states": len(labels),
             "positive_share": float(labels.mean()),
@@ -210,7 +211,6 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
             "auc_position": auc(held_labels, -held_rows[:, 2]),
             "auc_cosine": auc(held_labels, held_rows[:, 0]),
         }
-        featurizer = Featurizer(walk_env, features)
         for threshold in args.thresholds:
             for cap in args.max_expands:
                 label = f"p>={threshold:g}, <={cap}"
@@ -237,16 +237,9 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     }
 
 
-def _margin_cell(entry: Mapping[str, Any]) -> str:
-    """`+0.012 [-0.010, +0.035] vs b=2` (or `-` when no point uses at least the walk's tokens)."""
-    if entry.get("margin") is None:
-        return "-"
-    low, high = entry["interval"] or (float("nan"), float("nan"))
-    return f"{entry['margin']:+.3f} [{low:+.3f}, {high:+.3f}] vs {entry['setting']}"
-
-
 def report_tables(report: Mapping[str, Any]) -> list[Any]:
     """The record's tables: the baselines, each walk's margins by dominance, and what the scorers learned."""
+    from memora_rl.experiments.learning.report import margin_cell
     from memora_rl.experiments.records import ResultTable
 
     baseline_rows = [
@@ -256,7 +249,7 @@ def report_tables(report: Mapping[str, Any]) -> list[Any]:
     ]
     margin_rows = [
         [name, f"{row['context_tokens']:.0f}", f"{row['evidence_recall']:.3f}",
-         _margin_cell(row[SEMANTIC]), _margin_cell(row[HEURISTIC])]
+         margin_cell(row[SEMANTIC]), margin_cell(row[HEURISTIC])]
         for name, row in report["margins"].items()
     ]  # fmt: skip
     scorer_rows = [

@@ -124,11 +124,15 @@ def read_records(results_dir: Path = RESULTS_DIR) -> list[ResultRecord]:
     return records
 
 
+def table_lines(table: ResultTable) -> list[str]:
+    """A table's Markdown lines without its title: header, rule, rows (as the benchmarks print it)."""
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    return lines + ["| " + " | ".join(row) + " |" for row in table.rows]
+
+
 def _markdown_table(table: ResultTable) -> list[str]:
     """A table's Markdown lines, title first."""
-    lines = [f"**{table.title}**", "", "| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
-    return [*lines, ""]
+    return [f"**{table.title}**", "", *table_lines(table), ""]
 
 
 def markdown_tables(tables: Sequence[ResultTable]) -> str:
