@@ -10,7 +10,8 @@ The oracle knows the evidence; a policy only reads the observation. This measure
   its probability clears a threshold (`--thresholds`), at most `--max-expands` times, then stop. `shown`
   features read only the observation's text; `full` add each entry's whole value (a longer observation).
 
-Margins are read by dominance against the cheapest measured baseline point with at least the walk's tokens,
+Baseline settings are added until points bracket each walk's tokens (as `memora-rl experiment learning` does), and
+margins are read by dominance against the cheapest measured baseline point with at least the walk's tokens,
 with a paired 95% interval over tasks (`memora_rl.experiments.learning.margins`). A scorer fit on thousands of
 labelled states is a strong learner of its features: where its best walk gains little over the heuristic,
 a policy reading the same observation has little to gain by choosing better, and the headroom lies in what
@@ -69,6 +70,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-expands", type=int, nargs="+", default=[2, 6])
     parser.add_argument("--train-tasks", type=int, default=None, help="Training tasks to fit on (default: all).")
     parser.add_argument("--walk-steps", type=int, default=3, help="States per training walk the scorer sees.")
+    parser.add_argument(
+        "--bracket-rounds",
+        type=int,
+        default=2,
+        help="Extra baseline settings measured per walk until points lie within 15%% of its tokens.",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/choice-headroom"), help="report.json, .md, .png")
     parser.add_argument("--record", type=record_name, default=None, metavar="NAME",
@@ -171,7 +178,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     """Measure the baselines, the stop oracle and the scorer walks on the held-out split; return the report."""
     from memora_rl.config import load_config
     from memora_rl.env.registry import make_env
-    from memora_rl.experiments.learning.experiment import measure_point, point_from
+    from memora_rl.experiments.learning.experiment import bracket_curves, measure_point, point_from
     from memora_rl.experiments.learning.margins import dominance_rows
     from memora_rl.experiments.learning.play import EvalContext, play_baseline
     from memora_rl.llm.registry import load_tokenizer
@@ -220,6 +227,9 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
 
     policies = {f"{STOP_ORACLE} {p['setting']}": p for p in oracle}
     policies |= {f"{features} scorer {p['setting']}": p for features, points in walks.items() for p in points}
+    bracket_curves(ctx, curves, sorted({round(p["context_tokens"]) for p in policies.values()}), args.bracket_rounds)
+    for points in curves.values():
+        points.sort(key=lambda point: float(point["value"]))
     margins = dominance_rows(policies, curves)
     return {
         "command": shlex.join(["memora-rl", "experiment", "choice-headroom", *argv]),
@@ -249,7 +259,8 @@ def report_tables(report: Mapping[str, Any]) -> list[Any]:
     ]
     margin_rows = [
         [name, f"{row['context_tokens']:.0f}", f"{row['evidence_recall']:.3f}",
-         margin_cell(row[SEMANTIC]), margin_cell(row[HEURISTIC])]
+         margin_cell(row[SEMANTIC]), margin_cell(row[HEURISTIC]),
+         "yes" if row[SEMANTIC]["bracketed"] and row[HEURISTIC]["bracketed"] else "no"]
         for name, row in report["margins"].items()
     ]  # fmt: skip
     scorer_rows = [
@@ -261,7 +272,7 @@ def report_tables(report: Mapping[str, Any]) -> list[Any]:
         ResultTable(title="Baselines", columns=["curve", "setting", "tokens", "recall"], rows=baseline_rows),
         ResultTable(
             title="Walks against the baselines at no more tokens (margin [paired 95% interval] vs setting)",
-            columns=["walk", "tokens", "recall", "vs semantic", "vs heuristic"],
+            columns=["walk", "tokens", "recall", "vs semantic", "vs heuristic", "both bracketed (15%)"],
             rows=margin_rows,
         ),
         ResultTable(

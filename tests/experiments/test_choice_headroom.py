@@ -85,8 +85,8 @@ def test_a_real_run_writes_its_report_and_record(tmp_path) -> None:
     result = CliRunner().invoke(
         app,
         ["experiment", "choice-headroom", "--config", QUICKSTART, "--train-tasks", "30", "--semantic-k", "3", "5",
-         "8", "--budgets", "1", "2", "--thresholds", "0.2", "--max-expands", "2", "--out", str(out),
-         "--record", "headroom-test", "--results-dir", str(results)],
+         "8", "--budgets", "1", "2", "--thresholds", "0.2", "--max-expands", "2", "--bracket-rounds", "0",
+         "--out", str(out), "--record", "headroom-test", "--results-dir", str(results)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
