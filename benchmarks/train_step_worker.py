@@ -99,7 +99,9 @@ class ScriptedGenerator:
         self.turns = turns
         self.random = random.Random(seed)
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Any]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, temperature: float, keys: list[Any] | None = None
+    ) -> list[Any]:
         """One action per prompt, tokenized and closed with the end-of-turn id."""
         from memora_rl.training.generation import Generated
 

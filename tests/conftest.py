@@ -27,7 +27,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     Every test that uses the vLLM server runs on one worker, so one server serves them all;
     the other tests go by module, so a module's fixtures are built once. Groups run longest
-    first (the vLLM group, then modules with slow tests, then the rest, which fill the gaps),
+    first (the vLLM group, then modules with slow tests, then the rest, which fill the gaps;
+    in the vLLM group, the tests of a second server first),
     as `make test` keeps this order (`--no-loadscope-reorder`).
     """
     groups: dict[pytest.Item, str] = {}
@@ -36,7 +37,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.xdist_group(group))
         groups[item] = group
     slow_groups = {group for item, group in groups.items() if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: 0 if groups[item] == "vllm" else 1 if groups[item] in slow_groups else 2)
+
+    def rank(item: pytest.Item) -> int:
+        if groups[item] == "vllm":  # the second server's users first: its 4.5 GB are freed once they are done
+            return 0 if "second_vllm_server" in getattr(item, "fixturenames", ()) else 1
+        return 2 if groups[item] in slow_groups else 3
+
+    items.sort(key=rank)
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
@@ -92,3 +99,30 @@ def vllm_server() -> Iterator[object]:
     config = ServerConfig(model=TINY_MODEL, served_name=SERVED_NAME, dtype="float32", max_lora_rank=16)
     with VLLMServer(config) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def _second_vllm_servers() -> Iterator[list[object]]:
+    """The second servers `second_vllm_server` started this session, stopped when it ends."""
+    started: list[object] = []
+    yield started
+    for server in started:
+        server.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def second_vllm_server(vllm_server: object, _second_vllm_servers: list[object]) -> object:
+    """A second vLLM server of the session server's model and served name, for tests of several rollout servers.
+
+    Started on first use and kept for the session (about 35 s and 4.5 GB); a test may kill it (a dead
+    server), and the next test that asks for one gets a fresh one.
+    """
+    from memora_rl.llm.server import ServerConfig, VLLMServer
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not installed; `pip install -e .[serve-cpu]`")
+    if not _second_vllm_servers or not _second_vllm_servers[-1].is_running():  # type: ignore[attr-defined]
+        served = vllm_server.model  # type: ignore[attr-defined]
+        config = ServerConfig(model=TINY_MODEL, served_name=served, dtype="float32", max_lora_rank=16)
+        _second_vllm_servers.append(VLLMServer(config).start())
+    return _second_vllm_servers[-1]

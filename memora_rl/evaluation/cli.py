@@ -35,8 +35,12 @@ def evaluate(
     limit: Annotated[int | None, config_option(EvalConfig, "limit")] = None,
     out: Annotated[Path | None, config_option(EvalConfig, "out")] = None,
     base_url: Annotated[
-        str | None,
-        config_option(EvalConfig, "base_url", note="Default: $MEMORA_RL_VLLM_URL/v1 when set (see --transformers)."),
+        list[str] | None,
+        config_option(
+            EvalConfig,
+            "base_url",
+            note="Repeatable. Default: $MEMORA_RL_VLLM_URL/v1 when set (see --transformers).",
+        ),
     ] = None,
     answerer_base_url: Annotated[str | None, config_option(EvalConfig, "answerer_base_url")] = None,
     answerer_model: Annotated[str | None, config_option(EvalConfig, "answerer_model")] = None,
@@ -69,8 +73,8 @@ def evaluate(
 
     if env is None or policy is None:
         raise EvalError("memora-rl eval needs --env and --policy (or a subcommand: `memora-rl eval compare A B`).")
-    if base_url is None and not transformers and os.environ.get("MEMORA_RL_VLLM_URL"):
-        base_url = os.environ["MEMORA_RL_VLLM_URL"].rstrip("/").removesuffix("/v1") + "/v1"
+    if not base_url and not transformers and os.environ.get("MEMORA_RL_VLLM_URL"):
+        base_url = [os.environ["MEMORA_RL_VLLM_URL"].rstrip("/").removesuffix("/v1") + "/v1"]
     config = EvalConfig(
         **given(
             env=env,
@@ -78,7 +82,7 @@ def evaluate(
             split=split,
             limit=limit,
             out=out,
-            base_url=None if transformers else base_url,
+            base_url=None if transformers or not base_url else ",".join(base_url),
             answerer_base_url=answerer_base_url,
             answerer_model=answerer_model,
             judge_base_url=judge_base_url,

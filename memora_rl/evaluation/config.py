@@ -61,7 +61,9 @@ class EvalConfig(StrictModel):
     out: Path | None = None
     """Output folder; None uses `runs/eval/<env>-<split>/<policy name>` (git-ignored)."""
     base_url: str | None = None
-    """vLLM `/v1` URL for `prompted:` and export policies; None generates in-process with transformers."""
+    """vLLM `/v1` URL for `prompted:` and export policies; None generates in-process with transformers. Several
+    servers of the same model: comma-separated; each request goes to the live one with the fewest in flight, and
+    one that stops answering leaves the rotation."""
     answerer_base_url: str | None = None
     """`/v1` URL of any OpenAI-compatible endpoint serving the answerer LLM (vLLM, OpenAI, ...); with
     `answerer_model`, adds the judge's CORRECT/WRONG score, token F1 and BLEU-1 per question. The API key
@@ -102,6 +104,14 @@ class EvalConfig(StrictModel):
     env_overrides: list[str] = Field(default_factory=list)
     """Dotted `key=value` overrides of the env spec, e.g. `env.budget=4` (see `resolve_env_spec`). An export
     evaluated on its training env gets its run's overrides first (the observation layout it was trained on)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_urls_are_urls(cls, base_url: str | None) -> str | None:
+        """Each comma-separated URL is http(s) and listed once; trailing slashes dropped."""
+        from memora_rl.llm.pool import split_urls  # httpx: not at import, so --help stays quick
+
+        return None if base_url is None else ",".join(split_urls(base_url, "--base-url"))
 
     @field_validator("shard")
     @classmethod

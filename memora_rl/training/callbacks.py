@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from memora_rl.training.distributed import process_count, process_index
 from memora_rl.training.rollout import Episode, EpisodePlayer
 from memora_rl.training.tracking import MetricSink
 
@@ -111,11 +112,17 @@ class BatchRecorder:
         self.console = console or Console(stderr=True)
 
     def __call__(self, step: int, episodes: list[Episode]) -> None:
-        """Append the batch's task ids to `data_order.jsonl` and a few episodes to `samples.jsonl`."""
-        append_jsonl(self.run_dir / "data_order.jsonl", {"step": step, "task_ids": [e.task.id for e in episodes]})
+        """Append the batch's task ids to `data_order.jsonl` and a few episodes to `samples.jsonl`.
+
+        With several trainer processes each appends its own share, its lines marked with its `process`.
+        """
+        order: dict[str, Any] = {"step": step, "task_ids": [e.task.id for e in episodes]}
+        if process_count() > 1:
+            order["process"] = process_index()
+        append_jsonl(self.run_dir / "data_order.jsonl", order)
         for episode in episodes[: self.samples_per_step]:
             append_jsonl(self.run_dir / "samples.jsonl", sample_record(step, episode))
-        if self.table_every and step % self.table_every == 0:
+        if self.table_every and step % self.table_every == 0 and process_index() == 0:
             self.console.print(sample_table(step, episodes[: self.samples_per_step]))
 
 

@@ -34,10 +34,12 @@ def train(
     resume: Annotated[bool, config_option(TrainConfig, "resume", "--resume")] = False,
 ) -> None:
     """Train the retrieval policy with GRPO (the same as `accelerate launch train/grpo.py`)."""
+    from memora_rl.training.distributed import is_main_process
     from memora_rl.training.run import run
 
     result = run(load_train_config(config, overrides or [], resume))
-    console.print(f"[green]done[/]: {result.final_step} steps; adapter at {result.adapter_dir}")
+    if is_main_process():
+        console.print(f"[green]done[/]: {result.final_step} steps; adapter at {result.adapter_dir}")
 
 
 def train_app() -> typer.Typer:

@@ -57,6 +57,31 @@ def group_rows(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_m
     ]
 
 
+ROUTED = "memora_routed"
+"""Keyword of a forward that runs the given zero-argument function instead (`route_forward`)."""
+
+
+def route_forward(model: Any) -> None:
+    """Let `model(memora_routed=fn)` return `fn()` as the model's forward; any other call is the original forward.
+
+    A DDP wrapper all-reduces the gradients of the forwards it ran itself, so under several trainer processes
+    the completion-only pass goes through the wrapped model's forward (as TRL's fused head does).
+    """
+    import functools
+
+    if getattr(model, "_memora_routed", False):
+        return
+    original = model.forward
+
+    @functools.wraps(original)
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        routed = kwargs.pop(ROUTED, None)
+        return routed() if routed is not None else original(*args, **kwargs)
+
+    model.forward = forward
+    model._memora_routed = True
+
+
 def supports_fast_path(config: Any) -> bool:
     """True when the LM head's output is the plain logits (no softcapping or logit scaling)."""
     text_config = config.get_text_config() if hasattr(config, "get_text_config") else config

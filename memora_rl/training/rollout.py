@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memora_rl.errors import RolloutError
+from memora_rl.training.distributed import global_positions, process_index
 from memora_rl.training.generation import Generator
 from memora_rl.training.turn_credit import state_key
 
@@ -121,6 +122,9 @@ class Episode:
     task: Task
     env: EpisodeEnv
     prompt_ids: list[int]
+    index: int | None = None
+    """The episode's place in its step's whole generation batch, over every process, which keys its sampling
+    seeds; None: its place in the list `EpisodePlayer.play` is given."""
     completion_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     env_mask: list[int] = field(default_factory=list)
@@ -179,6 +183,8 @@ class EpisodePlayer:
 
     def play(self, episodes: list[Episode], generator: Generator, temperature: float) -> list[Episode]:
         """Run every episode to its end; returns them in the given order."""
+        for position, episode in enumerate(episodes):
+            episode.index = position if episode.index is None else episode.index
         for turn in range(self.settings.max_turns):
             active = [episode for episode in episodes if not episode.done]
             if not active:
@@ -187,7 +193,10 @@ class EpisodePlayer:
             max_new = min(self.settings.max_new_tokens, max(budget))
             started = time.perf_counter()
             generated = generator.generate(
-                [episode.prompt_ids + episode.completion_ids for episode in active], max_new, temperature
+                [episode.prompt_ids + episode.completion_ids for episode in active],
+                max_new,
+                temperature,
+                [(episode.index, turn) for episode in active],
             )
             self.generation_s += time.perf_counter() - started
             last_turn = turn == self.settings.max_turns - 1
@@ -309,6 +318,9 @@ class GRPORollout:
         """Play one episode per prompt and return ids, logprobs, env_mask and the judge's components."""
         tasks = [self._task(prompt) for prompt in prompts]
         episodes = [self.player.start(env, task) for env, task in zip(self._env_pool(len(tasks)), tasks, strict=True)]
+        positions = global_positions(len(episodes), process_index())
+        for episode, position in zip(episodes, positions, strict=True):
+            episode.index = position  # a walk samples the same tokens whichever process plays it
         self.player.play(episodes, self.generator, float(trainer.args.temperature))
         self.last_episodes = episodes
         if self.on_batch is not None:

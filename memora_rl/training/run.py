@@ -23,6 +23,15 @@ from memora_rl.llm.server import ServerConfig
 from memora_rl.llm.server_api import base_model_name
 from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
 from memora_rl.training.config import TrainConfig
+from memora_rl.training.distributed import (
+    barrier,
+    check_one_adapter,
+    from_main,
+    is_main_process,
+    on_main_first,
+    process_count,
+    restore_indexed_cpu_locations,
+)
 from memora_rl.training.generation import Generator, TransformersGenerator, VLLMGenerator
 from memora_rl.training.importance import enable_rollout_importance_sampling
 from memora_rl.training.rewards import judge_weights, make_component_rewards
@@ -96,10 +105,9 @@ def _focus_tasks(
 
 
 def _prepare_run_dir(config: TrainConfig) -> Path | None:
-    """Create the run folder; return the checkpoint to resume from (None for a fresh run)."""
+    """Create the run folder (on the main process); return the checkpoint to resume from (None for a fresh run)."""
     run_dir = config.output_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = latest_checkpoint(run_dir)
+    checkpoint = latest_checkpoint(run_dir) if run_dir.is_dir() else None
     if config.resume and checkpoint is None:
         raise ConfigError(f"resume=true but {run_dir} holds no checkpoint-<step> folder; drop resume to start fresh.")
     if not config.resume and checkpoint is not None:
@@ -107,15 +115,19 @@ def _prepare_run_dir(config: TrainConfig) -> Path | None:
             f"{run_dir} already holds {checkpoint.name}; pass resume=true to continue it, "
             "or choose another run_name (or delete the folder)."
         )
-    if not config.resume:
-        for name in ("metrics.jsonl", "samples.jsonl", "data_order.jsonl"):
-            (run_dir / name).unlink(missing_ok=True)
-    dump_config(config, run_dir / "config.yaml")
+    barrier()  # every process has read the folder before the main one changes it
+    if is_main_process():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not config.resume:
+            for name in ("metrics.jsonl", "samples.jsonl", "data_order.jsonl"):
+                (run_dir / name).unlink(missing_ok=True)
+        dump_config(config, run_dir / "config.yaml")
+    barrier()
     return checkpoint
 
 
 def _write_split(config: TrainConfig, task_ids: list[str]) -> None:
-    """Save the task split; on resume it must equal the one the run started with."""
+    """Save the task split (on the main process); on resume it must equal the one the run started with."""
     path = config.output_dir / "data_split.json"
     split = {"env": config.env, "split": config.split, "task_ids": task_ids}
     if config.resume and path.is_file() and json.loads(path.read_text()) != split:
@@ -123,7 +135,8 @@ def _write_split(config: TrainConfig, task_ids: list[str]) -> None:
             f"The tasks of env={config.env!r} split={config.split!r} differ from the ones in {path}; "
             "resume with the same env, env_overrides, split and max_tasks."
         )
-    path.write_text(json.dumps(split, indent=1))
+    if is_main_process():
+        path.write_text(json.dumps(split, indent=1))
 
 
 def _load_env(config: TrainConfig, tokenizer: Any) -> tuple[Any, list[Any], Any]:
@@ -162,20 +175,32 @@ def rollout_server_config(config: TrainConfig) -> ServerConfig:
 
 @contextlib.contextmanager
 def vllm_server(config: TrainConfig) -> Iterator[str]:
-    """Yield the `/v1` URL of the rollout server: the configured one, or one started (and stopped) for this run."""
+    """Yield the `/v1` URL of the (first) rollout server: a configured one, or one started (and stopped) for this run.
+
+    Configured servers (`server.url`, or each of `server.urls`) must serve the policy's base model.
+    """
     from memora_rl.llm.server import VLLMServer
     from memora_rl.llm.server_api import attach, serves_weights_of
 
-    if config.server.url is not None:
-        endpoint = attach(config.server.url)
-        if not serves_weights_of(endpoint.base_url, config.model):
-            raise ConfigError(
-                f"server.url={config.server.url} serves {endpoint.model}, not the policy's base {config.model}"
-                + (" (the warm-started model of stage one)" if config.warm_start.enabled else "")
-                + f": its rollouts would come from another model. Serve it (`memora-rl serve --model {config.model}`) "
-                "and pass that URL, or leave server.url null and the run starts a server for it."
-            )
-        yield endpoint.base_url
+    running = config.server.running_urls
+    if not running and process_count() > 1:  # the main process starts one server for all
+        with contextlib.ExitStack() as stack:
+            url = stack.enter_context(VLLMServer(rollout_server_config(config))).base_url if is_main_process() else None
+            yield from_main(url)
+            barrier()  # no process is still sampling when the main one stops the server
+        return
+    if running:
+        endpoints = [attach(url) for url in running]
+        for endpoint in endpoints:
+            if not serves_weights_of(endpoint.base_url, config.model):
+                raise ConfigError(
+                    f"The server at {endpoint.base_url} serves {endpoint.model}, not the policy's base {config.model}"
+                    + (" (the warm-started model of stage one)" if config.warm_start.enabled else "")
+                    + ": its rollouts would come from another model. Serve it (`memora-rl serve --model "
+                    f"{config.model}`) and pass that URL, or leave server.url and server.urls unset and the run "
+                    "starts a server for it."
+                )
+        yield endpoints[0].base_url
         return
     with VLLMServer(rollout_server_config(config)) as server:
         yield server.base_url
@@ -189,10 +214,11 @@ def with_warm_start(config: TrainConfig, device: str) -> TrainConfig:
     """
     from memora_rl.training.warmstart import warm_start
 
-    merged = str(warm_start(config, device).resolve())
+    merged = str(on_main_first(lambda: warm_start(config, device)).resolve())
     server = config.server.model_copy(update={"model": merged})  # the server serves the policy's base: saved so
     config = config.model_copy(update={"model": merged, "server": server})  # the dumped config validates on load
-    dump_config(config, config.output_dir / "config.yaml")
+    if is_main_process():
+        dump_config(config, config.output_dir / "config.yaml")
     return config
 
 
@@ -204,6 +230,8 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         callbacks: Extra `transformers.TrainerCallback`s (tests use one to interrupt a run).
     """
     device = resolve_device(config.device)
+    if process_count() > 1 and device == "cpu":
+        restore_indexed_cpu_locations()  # transformers resumes the optimizer onto `cpu:0` there
     checkpoint = _prepare_run_dir(config)
     if config.warm_start.enabled:  # stage one; GRPO's base (and KL reference) becomes the merged warm start
         config = with_warm_start(config, device)
@@ -218,7 +246,9 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     stop_ids = end_of_turn_ids(tokenizer, player.turn_format)
     server = vllm_server(config) if config.backend == "vllm" else contextlib.nullcontext(None)
     with server as server_url, wandb_run(config) as sink:
-        tasks = _focus_tasks(config, tasks, env_factory, server_url, env.config.max_steps)
+        focus = _focus_tasks(config, tasks, env_factory, server_url, env.config.max_steps) if is_main_process() else []
+        kept = set(from_main([task.id for task in focus]))  # the main process's choice, on every process
+        tasks = [task for task in tasks if task.id in kept]
         _write_split(config, [task.id for task in tasks])
         dataset, task_by_prompt = tasks_dataset(tasks)
         generator: Generator
@@ -226,16 +256,19 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         sync = None
         if server_url is not None:
             generator = VLLMGenerator(
-                server_url,
+                config.server.pool(server_url),
                 base_model_name(server_url),
                 stop_ids,
                 config.server.request_timeout_s,
                 config.server.max_concurrency,
                 seed=config.seed,
             )
-            shared = config.server.url is not None  # names on a shared server carry the run name
-            sync = AdapterSync(
-                generator, server_url, config.output_dir / "adapters", config.run_name if shared else None
+            shared = bool(config.server.running_urls)  # names on a shared server carry the run name
+            sync = AdapterSync(  # an absolute folder: the server may run elsewhere than the trainer's cwd
+                generator,
+                generator.servers,
+                config.output_dir.resolve() / "adapters",
+                config.run_name if shared else None,
             )
             trainer_callbacks.append(sync)
         else:
@@ -257,7 +290,9 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
         except (RolloutError, ServerError) as error:  # the server went away: say where to resume from
             raise type(error)(f"{error} {resume_hint(config, trainer.state.global_step)}") from error
     adapter_dir = config.output_dir / "final"
-    trainer.save_model(str(adapter_dir))
-    tokenizer.save_pretrained(str(adapter_dir))
-    dump_config(config, adapter_dir / "train_config.yaml")
+    trainer.save_model(str(adapter_dir))  # on the main process only
+    if is_main_process():
+        tokenizer.save_pretrained(str(adapter_dir))
+        dump_config(config, adapter_dir / "train_config.yaml")
+    check_one_adapter(trainer.model, adapter_dir)
     return RunResult(config.output_dir, trainer.state.global_step, adapter_dir, config.output_dir / "metrics.jsonl")

@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from memora_rl.llm.pool import ServerPool
+from memora_rl.training.distributed import barrier
 from memora_rl.training.generation import VLLMGenerator
 
 logger = logging.getLogger(__name__)
@@ -31,14 +34,18 @@ def adapter_name(step: int, run_name: str | None = None) -> str:
 
 
 class AdapterSync(TrainerCallback):
-    """Saves the adapter and hot-swaps it into the vLLM server; keeps the last two adapter folders."""
+    """Saves the adapter and hot-swaps it into every live vLLM server; keeps the last two adapter folders.
+
+    `servers` is the generator's `ServerPool` (a URL: that one server), so a server the rollouts found dead
+    gets no more adapters, and one found dead while loading leaves the rotation as the pool's `on_dead` says.
+    """
 
     def __init__(
-        self, generator: VLLMGenerator, server_url: str, adapters_dir: Path, run_name: str | None = None
+        self, generator: VLLMGenerator, servers: str | ServerPool, adapters_dir: Path, run_name: str | None = None
     ) -> None:
         self.generator = generator
         self.run_name = run_name
-        self.server_url = server_url
+        self.servers = servers if isinstance(servers, ServerPool) else ServerPool(servers)
         self.adapters_dir = adapters_dir
         self.loaded: str | None = None
         self._folders: list[Path] = []
@@ -58,11 +65,12 @@ class AdapterSync(TrainerCallback):
         folder = self.adapters_dir / name
         if is_main:
             model.save_pretrained(str(folder))
-            load_lora_adapter(self.server_url, name, str(folder), inplace=True)  # a resumed run may reuse a name
-        _barrier()
+            loads = partial(load_lora_adapter, name=name, path=folder, inplace=True)  # a resumed run may reuse a name
+            self.servers.each_live(loads)
+        barrier()
         self.generator.use_adapter(name, step)
         if is_main and self.loaded is not None and self.loaded != name:
-            unload_lora_adapter(self.server_url, self.loaded)
+            self.servers.each_live(partial(unload_lora_adapter, name=self.loaded))
         self.loaded = name
         self._folders.append(folder)
         while is_main and len(self._folders) > 2:  # vLLM may read an adapter lazily: keep the previous one a step
@@ -88,13 +96,5 @@ class AdapterSync(TrainerCallback):
         from memora_rl.llm.server_api import unload_lora_adapter
 
         if self.loaded is not None and state.is_world_process_zero:
-            unload_lora_adapter(self.server_url, self.loaded)
+            self.servers.each_live(partial(unload_lora_adapter, name=self.loaded))
             self.loaded = None
-
-
-def _barrier() -> None:
-    """Wait for every trainer process (no-op in a single process)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memora_rl.training.config import TrainConfig
+from memora_rl.training.distributed import is_main_process
 
 ID_FILE = "wandb_id"
 """File in the run folder holding the wandb run id, so a resumed run continues the same wandb run."""
@@ -60,9 +61,12 @@ def run_id(run_dir: Path) -> str:
 
 @contextlib.contextmanager
 def wandb_run(config: TrainConfig) -> Iterator[MetricSink | None]:
-    """Open the run's wandb run for the body (None when disabled); a resumed run continues the same one."""
+    """Open the run's wandb run for the body (None when disabled, and on every process but the main one).
+
+    A resumed run continues the same one.
+    """
     mode = wandb_mode(config)
-    if mode is None:
+    if mode is None or not is_main_process():
         yield None
         return
     import wandb

@@ -185,6 +185,7 @@ def build_grpo_config(
         save_total_limit=config.save_total_limit,
         report_to=[],  # the run's wandb run is ours and logs metrics.jsonl's keys (training/tracking.py)
         dataloader_num_workers=0,
+        ddp_find_unused_parameters=False,  # several processes: every LoRA weight takes part in each forward
         remove_unused_columns=False,
         disable_tqdm=True,
         turn_credit_weight=grpo.turn_credit_weight,
@@ -222,6 +223,9 @@ def build_trainer(
         callbacks=callbacks,
     )
     trainer.share_prompt_prefix = share_prompt_prefix
+    from memora_rl.training.logprobs import route_forward
+
+    route_forward(trainer.model)  # the DDP wrapper of a multi-process run wraps this model
     show_loss_progress(trainer, "GRPO")
     return trainer
 
@@ -281,24 +285,31 @@ def memora_trainer_class() -> type[GRPOTrainer]:
             compute_aux_loss: bool = False,
             **kwargs: Any,
         ) -> tuple[Any, Any, Any]:
-            """TRL's signature; falls back to TRL for multimodal inputs, MoE aux losses and multi-process runs."""
+            """TRL's signature; falls back to TRL for multimodal inputs, MoE aux losses and FSDP."""
             parts = self._fast_path_parts(model, compute_aux_loss, kwargs)
             if parts is None:
                 return super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                     **kwargs,
                 )  # fmt: skip
-            return (
-                *self._chunked_logps(parts, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy),
-                None,
-            )
+
+            def scored() -> tuple[Any, Any]:
+                return self._chunked_logps(
+                    parts, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy
+                )
+
+            if self.accelerator.num_processes > 1 and model is not self.accelerator.unwrap_model(model):
+                from memora_rl.training.logprobs import ROUTED
+
+                return (*model(**{ROUTED: scored}), None)  # through the DDP wrapper, which all-reduces its grads
+            return (*scored(), None)
 
         def _fast_path_parts(self, model: Any, compute_aux_loss: bool, kwargs: dict[str, Any]) -> tuple | None:
             """(backbone, lm_head) of `model` when our pass applies to this call, else None."""
             if not self.fast_logprobs or compute_aux_loss or any(value is not None for value in kwargs.values()):
                 return None
-            if self.accelerator.num_processes > 1 or self.args.cast_lm_head_to_fp32:
-                return None  # a DDP/FSDP wrapper must see the forward; TRL's fp32 head is not reproduced
+            if self.args.cast_lm_head_to_fp32 or self.is_fsdp_enabled:
+                return None  # TRL's fp32 head is not reproduced; FSDP shards the weights the pass reads
             unwrapped = self.accelerator.unwrap_model(model)
             base = unwrapped.get_base_model() if hasattr(unwrapped, "get_base_model") else unwrapped
             from memora_rl.training.logprobs import supports_fast_path

@@ -21,7 +21,7 @@ from typing import Any
 
 from memora_rl.policy.baselines import STOP_TEXT, CostModel, HeuristicPolicy
 from memora_rl.training.config import WarmStartSettings
-from memora_rl.training.generation import Generated
+from memora_rl.training.generation import Generated, SampleKey
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings, end_of_turn_ids
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,9 @@ class ScriptedGenerator:
     def __init__(self, tokenizer: Any, actions: Sequence[str], end_id: int) -> None:
         self._turns = [[*tokenizer.encode(text, add_special_tokens=False), end_id] for text in actions]
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Generated]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, temperature: float, keys: list[SampleKey] | None = None
+    ) -> list[Generated]:
         """The next scripted turn for the one prompt of a single-episode batch."""
         if len(prompts) != 1 or not self._turns:
             raise ValueError("ScriptedGenerator plays one episode at a time and has no turn left.")

@@ -352,7 +352,7 @@ def test_adapter_off_generates_with_the_adapter_disabled():
             events.append("on")
 
     class Inner:
-        def generate(self, prompts, max_new_tokens, temperature):
+        def generate(self, prompts, max_new_tokens, temperature, keys=None):
             events.append(("generate", len(prompts), max_new_tokens, temperature))
             return ["sample"] * len(prompts)
 

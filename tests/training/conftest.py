@@ -89,8 +89,11 @@ class ScriptedGenerator:
         self.eos_id = eos_id
         self.calls = 0
         self.cut_last_at = cut_last_at
+        self.keys: list = []
+        """The sample keys of every call, in order."""
 
-    def generate(self, prompts, max_new_tokens, temperature):
+    def generate(self, prompts, max_new_tokens, temperature, keys=None):
+        self.keys.append(keys)
         text = self.actions[min(self.calls, len(self.actions) - 1)]
         self.calls += 1
         ids = [token for char in text for token in self.tokenizer.encode(char, add_special_tokens=False)]

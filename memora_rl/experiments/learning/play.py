@@ -181,10 +181,12 @@ class AdapterOff:
         self.generator = generator
         self.model = model
 
-    def generate(self, prompts: list[list[int]], max_new_tokens: int, temperature: float) -> list[Any]:
+    def generate(
+        self, prompts: list[list[int]], max_new_tokens: int, temperature: float, keys: list[Any] | None = None
+    ) -> list[Any]:
         """The wrapped generator's samples, adapter disabled."""
         with self.model.disable_adapter():
-            return self.generator.generate(prompts, max_new_tokens, temperature)
+            return self.generator.generate(prompts, max_new_tokens, temperature, keys)
 
 
 @contextlib.contextmanager

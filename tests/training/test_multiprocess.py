@@ -1,0 +1,136 @@
+"""Data-parallel GRPO with `accelerate launch --num_processes 2` on the CPU (gloo), against the shared vLLM server.
+
+One 2-process run of two steps (a checkpoint after each), a 1-process run of one step with the same global
+batch (one process playing both groups), and a resume of the 2-process run from its first checkpoint. Each
+process plays one group of the step's walks with the seeds its place in the whole batch gives it, so the
+two topologies sample the same walks and should take the same optimizer step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.training.test_smoke import adapter_difference, read_jsonl
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = REPO_ROOT / "configs"
+SETTINGS = [
+    "backend=vllm",
+    "grpo.num_generations=4",
+    "grpo.max_turns=1",
+    "grpo.max_new_tokens=24",
+    "grpo.max_completion_tokens=32",
+    "grpo.learning_rate=1e-3",
+    "max_tasks=8",
+    "save_steps=1",
+    "logging.wandb=disabled",
+    "logging.sample_every=0",
+]
+"""The smoke tests' tiny run (tests/training/test_smoke.py), two groups a step."""
+TOLERANCE = 1e-3
+"""Largest difference allowed between adapters that took the same step in two topologies, as a share of the
+step itself (L2 norms over all LoRA weights). The losses and gradient norms agree to float rounding (sums in
+another order, over one thread or two); Adam's first step divides each gradient by its own size, so the few
+weights whose gradient is near zero (about 100 of 2.4M here) move by rounding-sized amounts differently."""
+
+
+def adapter_distance(first: Path, second: Path) -> float:
+    """The L2 norm of the difference between two saved adapters, over all their weights."""
+    from safetensors.torch import load_file
+
+    a, b = (load_file(str(folder / "adapter_model.safetensors")) for folder in (first, second))
+    assert a.keys() == b.keys()
+    return sum(float(((a[name] - b[name]) ** 2).sum()) for name in a) ** 0.5
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the processes' rendezvous)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def launch(processes: int, root: Path, run_name: str, *overrides: str) -> subprocess.CompletedProcess:
+    """`accelerate launch train/grpo.py` with the tiny settings: 2 processes with cpu_2proc.yaml, 1 with cpu.yaml."""
+    config = CONFIGS / "accelerate" / ("cpu_2proc.yaml" if processes == 2 else "cpu.yaml")
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config)]
+    command += ["--main_process_port", str(free_port())] if processes > 1 else []
+    command += ["train/grpo.py", "--config", str(CONFIGS / "grpo" / "tiny.yaml"), *SETTINGS]
+    command += [f"output_root={root}", f"run_name={run_name}", *overrides]
+    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    log = root / f"{run_name}.log"
+    with log.open("w") as out:
+        done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)
+    assert done.returncode == 0, log.read_text()[-6000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, vllm_server) -> dict[str, Path]:
+    """The run folders: `two` (2 processes, 2 steps), `one` (1 process, 1 step), `resumed` (`two` from step 1)."""
+    root = tmp_path_factory.mktemp("multiprocess")
+    url = f"server.url={vllm_server.base_url}"
+    launch(2, root, "two", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2")
+    launch(1, root, "one", url, "grpo.per_device_batch_size=8", "grpo.max_steps=1")
+    resumed = root / "resumed"
+    left = ("checkpoint-2", "final", "adapters", "*.jsonl", "processes.json")  # as a kill after step 1 leaves it
+    shutil.copytree(root / "two", resumed, ignore=shutil.ignore_patterns(*left))
+    launch(2, root, "resumed", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2", "resume=true")
+    return {name: root / name for name in ("two", "one", "resumed")}
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_two_processes_split_each_step_and_log_once(runs):
+    """Each process plays one of a step's two groups (one process plays both); metrics are one line a step."""
+    two = read_jsonl(runs["two"] / "data_order.jsonl")
+    assert sorted((r["step"], r["process"]) for r in two) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    by_process = {r["process"]: r["task_ids"] for r in two if r["step"] == 0}
+    (one,) = read_jsonl(runs["one"] / "data_order.jsonl")
+    assert one["task_ids"] == by_process[0] + by_process[1]
+    assert len(set(by_process[0])) == len(set(by_process[1])) == 1 and by_process[0] != by_process[1]
+    metrics = read_jsonl(runs["two"] / "metrics.jsonl")
+    assert [r["step"] for r in metrics] == [1, 2]
+    assert metrics[0]["train/grad_norm"] > 0  # the step had reward variance: the adapters below had work to agree on
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_two_processes_take_the_step_one_process_takes(runs):
+    """After one step at the same global batch and seeds, the 2-process adapter equals the 1-process one."""
+    step = adapter_distance(runs["two"] / "checkpoint-1", runs["two"] / "checkpoint-2")
+    assert step > 0.1  # a step at learning rate 1e-3 moves 2.4M weights by about 1e-3 each
+    assert adapter_distance(runs["two"] / "checkpoint-1", runs["one"] / "final") < TOLERANCE * step
+    metrics = {name: read_jsonl(runs[name] / "metrics.jsonl")[0] for name in ("one", "two")}
+    for key in ("train/loss", "train/grad_norm", "reward/total"):
+        assert metrics["one"][key] == pytest.approx(metrics["two"][key], rel=1e-5), key
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_both_processes_hold_one_adapter(runs):
+    """Every process's trained LoRA has the same digest at the end of the run."""
+    record = json.loads((runs["two"] / "final" / "processes.json").read_text())
+    assert record["processes"] == 2
+    assert len(record["adapter_sha256"]) == 2 and len(set(record["adapter_sha256"])) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_resumed_two_process_run_reaches_the_uninterrupted_adapter(runs):
+    """Resumed from its first checkpoint, the 2-process run's second step ends where the straight run's did."""
+    assert adapter_difference(runs["resumed"] / "final", runs["two"] / "final") < 1e-6  # bit-identical here
+    orders = {name: read_jsonl(runs[name] / "data_order.jsonl") for name in ("two", "resumed")}
+    second = {
+        name: sorted((r for r in order if r["step"] == 1), key=lambda r: r["process"]) for name, order in orders.items()
+    }
+    assert len(second["two"]) == 2 and second["resumed"] == second["two"]
+    assert {r["step"] for r in orders["resumed"]} == {1}  # the resumed run played step 2 only
