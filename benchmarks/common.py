@@ -138,11 +138,6 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def peak_rss_gb() -> float:
-    """Peak resident set size of this process so far, in GB (KiB / 1e6, as the notebook's tables give it)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-
-
 def spawn(module: str, spec: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
     """Run `python -m <module> --worker <spec as JSON>` in a fresh process (so its peak RSS is its own).
 

@@ -32,7 +32,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.common import REPO_ROOT, markdown, peak_rss_gb, result_table
+from benchmarks.common import REPO_ROOT, markdown, result_table
+from memora_rl.training.distributed import peak_rss_gb
 
 NO_CUDA = "no CUDA device: nothing to check here (`--cpu` runs the same check on the CPU over gloo)"
 CONFIG = REPO_ROOT / "configs" / "accelerate" / "gpu_multi.yaml"

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO_ROOT, peak_rss_gb
+from benchmarks.common import REPO_ROOT
+from memora_rl.training.distributed import peak_rss_gb
 
 QUICKSTART = REPO_ROOT / "configs" / "grpo" / "tiny.yaml"
 MODEL = "smollm2-135m-instruct"

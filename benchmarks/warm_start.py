@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.common import REPO_ROOT, add_record_option, markdown, peak_rss_gb, result_table, save_record, spawn
+from benchmarks.common import REPO_ROOT, add_record_option, markdown, result_table, save_record, spawn
+from memora_rl.training.distributed import peak_rss_gb
 
 if TYPE_CHECKING:
     from memora_rl.experiments.records import ResultTable

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 PROCESSES_FILE = "processes.json"
-"""Written into a multi-process run's `final/`: each process's adapter digest (all equal)."""
+"""Written into a run's `final/`: each process's adapter digest (all equal) and peak memory."""
 
 
 @cache
@@ -103,19 +103,30 @@ def adapter_digest(model: Any) -> str:
     return digest.hexdigest()
 
 
-def check_one_adapter(model: Any, run_dir: Path) -> None:
-    """Check that every trainer process ends with the same adapter; the digests go to `<run_dir>/processes.json`.
+def peak_rss_gb() -> float:
+    """This process's peak resident memory so far, in GB (Linux reports KiB; KiB / 1e6, as the notebook gives it)."""
+    import resource
 
-    A no-op in a single process. Processes whose adapters differ (their all-reduce failed them) are an error.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+
+
+def record_processes(model: Any, run_dir: Path) -> None:
+    """Write each trainer process's adapter digest and peak memory to `<run_dir>/processes.json`.
+
+    Processes whose adapters differ (their all-reduce failed them) are an error.
     """
+    mine = {"adapter_sha256": adapter_digest(model), "peak_rss_gb": peak_rss_gb()}
     if process_count() == 1:
-        return
-    from accelerate.utils import gather_object
+        rows = [mine]
+    else:
+        from accelerate.utils import gather_object
 
-    _state()
-    digests = gather_object([adapter_digest(model)])
+        _state()
+        rows = gather_object([mine])
+    digests = [row["adapter_sha256"] for row in rows]
     if is_main_process():
-        (run_dir / PROCESSES_FILE).write_text(json.dumps({"processes": len(digests), "adapter_sha256": digests}))
+        record = {"processes": len(rows), **{key: [row[key] for row in rows] for key in mine}}
+        (run_dir / PROCESSES_FILE).write_text(json.dumps(record, indent=1))
     if len(set(digests)) != 1:
         raise RuntimeError(f"The {len(digests)} trainer processes ended with different adapters: {digests}.")
 

@@ -25,11 +25,11 @@ from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, Metric
 from memora_rl.training.config import TrainConfig
 from memora_rl.training.distributed import (
     barrier,
-    check_one_adapter,
     from_main,
     is_main_process,
     on_main_first,
     process_count,
+    record_processes,
     restore_indexed_cpu_locations,
 )
 from memora_rl.training.generation import Generator, TransformersGenerator, VLLMGenerator
@@ -294,5 +294,5 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
     if is_main_process():
         tokenizer.save_pretrained(str(adapter_dir))
         dump_config(config, adapter_dir / "train_config.yaml")
-    check_one_adapter(trainer.model, adapter_dir)
+    record_processes(trainer.model, adapter_dir)
     return RunResult(config.output_dir, trainer.state.global_step, adapter_dir, config.output_dir / "metrics.jsonl")

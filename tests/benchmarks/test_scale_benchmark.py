@@ -28,11 +28,28 @@ def test_the_table_gives_two_servers_over_one(capsys) -> None:
     assert part.table.rows == table_rows(out, "│")
 
 
+def test_the_processes_table_gives_the_two_process_overhead(capsys) -> None:
+    rows = [{"label": "1 process", "processes": 1, "walks": 8, "steps": 3, "step_s": 40.0, "peak_rss_gb": [5.1]},
+            {"label": "2 processes", "processes": 2, "walks": 4, "steps": 3, "step_s": 48.0,
+             "peak_rss_gb": [3.2, 3.0]}]  # fmt: skip
+    part = scale.print_processes_table(rows)
+    out = capsys.readouterr().out
+    assert table_rows(out, "│") == [["1 process", "8", "3", "40.0", "90", "5.10"],
+                                    ["2 processes", "4", "3", "48.0", "75", "3.20 / 3.00"]]  # fmt: skip
+    assert part.notes == ["processes: 2 / 1 = 1.20x time a step at the same global batch (+20% overhead)"]
+    assert part.notes[0] in out and part.table.rows == table_rows(out, "│")
+
+
+def test_one_timed_step_is_needed() -> None:
+    done = run_benchmark("scale", "--parts", "processes", "--steps", "1", check=False)
+    assert done.returncode == 2 and "--steps 1: the first step is not timed; give 2 or more" in done.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.vllm
 def test_scale_benchmark_tiny(vllm_server, second_vllm_server, tmp_path) -> None:
     out = tmp_path / "rows.json"
-    done = run_benchmark("scale", "--episodes", "2", "--batch", "2",
+    done = run_benchmark("scale", "--parts", "servers", "--episodes", "2", "--batch", "2",
                          "--server-url", vllm_server.base_url, "--server-url", second_vllm_server.base_url,
                          "--json", str(out), "--record", "scale", "--results-dir", str(tmp_path))  # fmt: skip
     one, two = json.loads(out.read_text())["servers"]

@@ -9,32 +9,14 @@ two topologies sample the same walks and should take the same optimizer step.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from benchmarks.scale import launch_training
 from tests.training.test_smoke import adapter_difference, read_jsonl
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = REPO_ROOT / "configs"
-SETTINGS = [
-    "backend=vllm",
-    "grpo.num_generations=4",
-    "grpo.max_turns=1",
-    "grpo.max_new_tokens=24",
-    "grpo.max_completion_tokens=32",
-    "grpo.learning_rate=1e-3",
-    "max_tasks=8",
-    "save_steps=1",
-    "logging.wandb=disabled",
-    "logging.sample_every=0",
-]
-"""The smoke tests' tiny run (tests/training/test_smoke.py), two groups a step."""
 TOLERANCE = 1e-3
 """Largest difference allowed between adapters that took the same step in two topologies, as a share of the
 step itself (L2 norms over all LoRA weights). The losses and gradient norms agree to float rounding (sums in
@@ -51,39 +33,17 @@ def adapter_distance(first: Path, second: Path) -> float:
     return sum(float(((a[name] - b[name]) ** 2).sum()) for name in a) ** 0.5
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now (the processes' rendezvous)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def launch(processes: int, root: Path, run_name: str, *overrides: str) -> subprocess.CompletedProcess:
-    """`accelerate launch train/grpo.py` with the tiny settings: 2 processes with cpu_2proc.yaml, 1 with cpu.yaml."""
-    config = CONFIGS / "accelerate" / ("cpu_2proc.yaml" if processes == 2 else "cpu.yaml")
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config)]
-    command += ["--main_process_port", str(free_port())] if processes > 1 else []
-    command += ["train/grpo.py", "--config", str(CONFIGS / "grpo" / "tiny.yaml"), *SETTINGS]
-    command += [f"output_root={root}", f"run_name={run_name}", *overrides]
-    env = {key: value for key, value in os.environ.items() if key not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
-    log = root / f"{run_name}.log"
-    with log.open("w") as out:
-        done = subprocess.run(command, cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)
-    assert done.returncode == 0, log.read_text()[-6000:]
-    return done
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, vllm_server) -> dict[str, Path]:
     """The run folders: `two` (2 processes, 2 steps), `one` (1 process, 1 step), `resumed` (`two` from step 1)."""
     root = tmp_path_factory.mktemp("multiprocess")
     url = f"server.url={vllm_server.base_url}"
-    launch(2, root, "two", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2")
-    launch(1, root, "one", url, "grpo.per_device_batch_size=8", "grpo.max_steps=1")
+    launch_training(2, root, "two", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2", "save_steps=1")
+    launch_training(1, root, "one", url, "grpo.per_device_batch_size=8", "grpo.max_steps=1", "save_steps=1")
     resumed = root / "resumed"
     left = ("checkpoint-2", "final", "adapters", "*.jsonl", "processes.json")  # as a kill after step 1 leaves it
     shutil.copytree(root / "two", resumed, ignore=shutil.ignore_patterns(*left))
-    launch(2, root, "resumed", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2", "resume=true")
+    launch_training(2, root, "resumed", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2", "resume=true")
     return {name: root / name for name in ("two", "one", "resumed")}
 
 
