@@ -215,6 +215,7 @@ def worker(args: argparse.Namespace) -> int:
         row = train_one_step(rank, world, device, args.backend, args.tiny, reduce=not args.no_reduce)
         rows: list[Any] = [None] * world
         dist.all_gather_object(rows, row)
+        dist.barrier()  # no rank tears the group down while another's last transfer is in flight
     finally:
         dist.destroy_process_group()
     if rank != 0:

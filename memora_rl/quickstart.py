@@ -111,21 +111,19 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
         )
         return run_eval(request).out
 
-    base = base_server(config, train_config)
-    if isinstance(base, VLLMServer):
-        base.launch()  # it starts up while the graphs are built
-    _stage(console, f"1/6 data + graph: {train_config.env} conversations -> extractive memory graph", started)
-    try:
+    with contextlib.ExitStack() as stack:  # the base model's server does not outlive a failed stage
+        base = base_server(config, train_config)
+        if isinstance(base, VLLMServer):
+            stack.callback(base.stop)
+            base.launch()  # it starts up while the graphs are built
+        _stage(console, f"1/6 data + graph: {train_config.env} conversations -> extractive memory graph", started)
         env, tasks = make_env(train_config.env, split="train", overrides=env_overrides)
-    except BaseException:
-        base.__exit__(None, None, None)  # the launched server does not outlive a failed stage
-        raise
-    console.print(f"{len(tasks)} training tasks; graphs in {getattr(env.store, 'path', 'the store')}")
-    env.close()
+        console.print(f"{len(tasks)} training tasks; graphs in {getattr(env.store, 'path', 'the store')}")
+        env.close()
 
-    _stage(console, f"2/6 baselines on {config.eval_limit} held-out questions: semantic search, prompted base", started)
-    run_dirs = {"semantic": evaluate("semantic", "semantic", None)}
-    with base as server:
+        _stage(console, f"2/6 baselines on {config.eval_limit} held-out questions: semantic, prompted base", started)
+        run_dirs = {"semantic": evaluate("semantic", "semantic", None)}
+        server = stack.enter_context(base)  # waits until the launched server answers
         base_overrides = [*env_overrides, FEW_SHOT_OVERRIDE]
         run_dirs["prompted-base"] = evaluate(
             "prompted-base", f"prompted:{server.model}", server.base_url, base_overrides

@@ -74,10 +74,15 @@ def read_records(path: Path) -> list[QuestionRecord]:
     return read_model_lines(path, QuestionRecord, damaged)
 
 
+def record_line(record: QuestionRecord) -> str:
+    """One line of `records.jsonl`."""
+    return record.model_dump_json() + "\n"
+
+
 def append_record(path: Path, record: QuestionRecord) -> None:
     """Append one record and flush it, so a killed eval loses at most the question in flight."""
     with path.open("a") as handle:
-        handle.write(record.model_dump_json() + "\n")
+        handle.write(record_line(record))
         handle.flush()
 
 

@@ -20,7 +20,7 @@ from memora_rl.errors import EvalError
 from memora_rl.evaluation.config import parse_shard
 from memora_rl.evaluation.metrics import OVERALL
 from memora_rl.evaluation.records import QuestionRecord
-from memora_rl.evaluation.report import RECORDS_FILE, RESULTS_FILE, read_records, write_run_report
+from memora_rl.evaluation.report import RECORDS_FILE, RESULTS_FILE, read_records, record_line, write_run_report
 
 if TYPE_CHECKING:
     from memora_rl.evaluation.offline import EvalRun
@@ -153,7 +153,7 @@ def merge_shards(folders: Sequence[Path], out: Path) -> EvalRun:
     shards.sort(key=lambda shard: shard.index)
     out.mkdir(parents=True, exist_ok=True)
     records = sorted((record for shard in shards for record in shard.records), key=lambda record: record.task_id)
-    (out / RECORDS_FILE).write_text("".join(record.model_dump_json() + "\n" for record in records))
+    (out / RECORDS_FILE).write_text("".join(record_line(record) for record in records))
     identity = {key: value for key, value in shards[0].identity.items() if key not in SAMPLE_KEYS}
     (out / RUN_FILE).write_text(json.dumps(identity, indent=1, sort_keys=True))  # what the unsharded run writes
     (out / USAGE_FILE).unlink(missing_ok=True)

@@ -25,7 +25,7 @@ def test_scripted_sampler_mismatch_is_measured_and_truncated(tmp_path, monkeypat
 
     original_generate = TransformersGenerator.generate
 
-    def mismatched(self, prompts, max_new_tokens, temperature):
+    def mismatched(self, prompts, max_new_tokens, temperature, keys=None):
         samples = original_generate(self, prompts, max_new_tokens, temperature)
         return [
             type(sample)(sample.token_ids, [value - OFFSET for value in sample.logprobs], sample.finish_reason)

@@ -58,6 +58,23 @@ def adapter_difference(first: Path, second: Path) -> float:
     return max((a[name] - b[name]).abs().max().item() for name in a)
 
 
+ROUNDING = 1e-3
+"""Largest distance allowed between adapters that took the same steps from the same samples, as a share of the
+last step's own distance (L2 over all LoRA weights). Their losses and gradient norms agree to float rounding
+(sums in another order: one thread or two, one process or two, a server batching other requests); Adam
+divides each gradient by its own running size, so the few weights whose gradient is near zero (about 100 of
+2.4M) move by rounding-sized amounts differently, up to about the learning rate each."""
+
+
+def adapter_distance(first: Path, second: Path) -> float:
+    """The L2 norm of the difference between two saved adapters, over all their weights."""
+    from safetensors.torch import load_file
+
+    a, b = (load_file(str(folder / "adapter_model.safetensors")) for folder in (first, second))
+    assert a.keys() == b.keys()
+    return sum(float(((a[name] - b[name]) ** 2).sum()) for name in a) ** 0.5
+
+
 def check_trained(result, seeded: bool = True) -> None:
     """Two logged steps with a finite loss and every judge component, and LoRA B moved off zero.
 
@@ -373,7 +390,8 @@ def test_vllm_run_whose_server_dies_fails_clearly_and_resumes_to_the_same_run(vl
     assert result.final_step == 2
     assert data_order(result.run_dir) == data_order(straight.run_dir)
     assert [r["step"] for r in read_jsonl(result.metrics_path)] == [1, 2]
-    assert adapter_difference(result.adapter_dir, straight.adapter_dir) < 1e-4  # seeded sampling: the same run
+    step = adapter_distance(straight.run_dir / "checkpoint-1", straight.adapter_dir)
+    assert adapter_distance(result.adapter_dir, straight.adapter_dir) < ROUNDING * step  # seeded: the same run
 
     def second_batch(run_dir: Path) -> list[list[str]]:
         return [r["actions"] for r in read_jsonl(run_dir / "samples.jsonl") if r["step"] == 1]

@@ -93,7 +93,9 @@ def bracket_curves(
     """Measure extra settings until each curve brackets every policy's mean `tokens` (at most `rounds` a policy).
 
     A curve that ends below a policy's tokens is extended (twice its largest setting), so a point with at
-    least the policy's tokens exists to read the margin against; then settings are bisected toward it.
+    least the policy's tokens exists to read the margin against; then settings are bisected toward it, in whole
+    units: k is a count, and the heuristic spends its budget a whole expand (one unit an id) at a time, so a
+    budget between two units plays as the lower one.
     """
     for target in tokens:
         for curve, points in curves.items():
@@ -102,7 +104,7 @@ def bracket_curves(
                 if dominating_point(points, target) is None:
                     wanted = [2 * max(value for value, _ in measured)]
                 else:
-                    wanted = bracket_settings(measured, target, integer=curve == SEMANTIC)
+                    wanted = bracket_settings(measured, target, integer=True)
                 wanted = [value for value in wanted if value not in {v for v, _ in measured}]
                 if not wanted:
                     break
