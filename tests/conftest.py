@@ -28,8 +28,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Every test that uses the vLLM server runs on one worker, so one server serves them all;
     the other tests go by module, so a module's fixtures are built once. Groups run longest
     first (the vLLM group, then modules with slow tests, then the rest, which fill the gaps;
-    in the vLLM group, the tests of a second server first; modules with a server of their own
-    last, off the vLLM worker),
+    in the vLLM group, the tests of a second server first),
     as `make test` keeps this order (`--no-loadscope-reorder`).
     """
     groups: dict[pytest.Item, str] = {}
@@ -42,8 +41,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def rank(item: pytest.Item) -> int:
         if groups[item] == "vllm":  # the second server's users first: its 4.5 GB are freed once they are done
             return 0 if "second_vllm_server" in getattr(item, "fixturenames", ()) else 1
-        if item.get_closest_marker("own_server"):  # last: the second session server is long gone by then
-            return 4
         return 2 if groups[item] in slow_groups else 3
 
     items.sort(key=rank)

