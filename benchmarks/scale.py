@@ -124,25 +124,35 @@ def measure_servers(episodes: int, batch: int, urls: list[str]) -> list[dict[str
     return rows
 
 
-def print_servers_table(rows: list[dict[str, Any]]) -> Part:
-    """Print the server rows and the two-over-one ratio line; return them as a part of the record."""
+def print_part(title: str, columns: list[str], cells: list[list[str]], notes: list[str], rows: list[dict]) -> Part:
+    """Print one table (right-aligned cells) and its ratio lines; return them as a part of the record."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="Rollouts over vLLM servers (GRPO rollout path, seeded, synthetic env)")
-    for column in ("servers", "episodes", "s", "rollouts/min", "steps/rollout", "requests per server"):
+    table = Table(title=title)
+    for column in columns:
         table.add_column(column, justify="right")
-    for row in rows:
-        requests = " / ".join(str(count) for count in row["requests"])
-        table.add_row(row["label"], str(row["episodes"]), f"{row['seconds']:.1f}", f"{row['per_min']:.1f}",
-                      f"{row['steps']:.2f}", requests)  # fmt: skip
+    for row_cells in cells:
+        table.add_row(*row_cells)
     console = Console(width=140)
     console.print(table)
-    ratio = rows[1]["per_min"] / rows[0]["per_min"]
-    notes = [f"servers: 2 / 1 = {ratio:.2f}x rollouts per minute (same episodes and seeds)"]
     for note in notes:
         console.print(note)
     return Part(from_rich(table), notes, rows)
+
+
+def print_servers_table(rows: list[dict[str, Any]]) -> Part:
+    """Print the server rows and the two-over-one ratio line; return them as a part of the record."""
+    cells = [
+        [row["label"], str(row["episodes"]), f"{row['seconds']:.1f}", f"{row['per_min']:.1f}", f"{row['steps']:.2f}",
+         " / ".join(str(count) for count in row["requests"])]
+        for row in rows
+    ]  # fmt: skip
+    ratio = rows[1]["per_min"] / rows[0]["per_min"]
+    notes = [f"servers: 2 / 1 = {ratio:.2f}x rollouts per minute (same episodes and seeds)"]
+    title = "Rollouts over vLLM servers (GRPO rollout path, seeded, synthetic env)"
+    columns = ["servers", "episodes", "s", "rollouts/min", "steps/rollout", "requests per server"]
+    return print_part(title, columns, cells, notes, rows)
 
 
 def launch_training(processes: int, root: Path, run_name: str, *overrides: str, timeout_s: float = 1800) -> Path:
@@ -200,23 +210,16 @@ def measure_processes(steps: int, urls: list[str]) -> list[dict[str, Any]]:
 
 def print_processes_table(rows: list[dict[str, Any]]) -> Part:
     """Print the process rows and the two-process overhead line; return them as a part of the record."""
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="GRPO steps over trainer processes (tiny run, 8 walks a step, one vLLM server)")
-    for column in ("trainer", "walks a process", "steps timed", "s / step", "steps / hour", "peak GB a process"):
-        table.add_column(column, justify="right")
-    for row in rows:
-        memory = " / ".join(f"{gb:.2f}" for gb in row["peak_rss_gb"])
-        table.add_row(row["label"], str(row["walks"]), str(row["steps"]), f"{row['step_s']:.1f}",
-                      f"{3600 / row['step_s']:.0f}", memory)  # fmt: skip
-    console = Console(width=140)
-    console.print(table)
+    cells = [
+        [row["label"], str(row["walks"]), str(row["steps"]), f"{row['step_s']:.1f}", f"{3600 / row['step_s']:.0f}",
+         " / ".join(f"{gb:.2f}" for gb in row["peak_rss_gb"])]
+        for row in rows
+    ]  # fmt: skip
     overhead = rows[1]["step_s"] / rows[0]["step_s"] - 1.0
     notes = [f"processes: 2 / 1 = {1 + overhead:.2f}x time a step at the same global batch ({overhead:+.0%} overhead)"]
-    for note in notes:
-        console.print(note)
-    return Part(from_rich(table), notes, rows)
+    title = "GRPO steps over trainer processes (tiny run, 8 walks a step, one vLLM server)"
+    columns = ["trainer", "walks a process", "steps timed", "s / step", "steps / hour", "peak GB a process"]
+    return print_part(title, columns, cells, notes, rows)
 
 
 def processes_table(args: argparse.Namespace) -> Part:
