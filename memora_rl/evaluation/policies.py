@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from memora_rl.env.config import EnvConfig
 from memora_rl.errors import EvalError
+from memora_rl.llm.pool import split_urls
 from memora_rl.policy.base import Policy
 from memora_rl.policy.baselines import BASELINES
 from memora_rl.policy.served_context import served_tokenizer, warn_if_context_short
@@ -197,7 +198,7 @@ def make_graph_policy(
         limits = ActionLimits.from_env_config(env_config) if guided else None
         policy, tokenizer, served_name = make(spec, base_url, max_new_tokens, limits)
         if base_url is not None and served_name is not None:
-            for url in base_url.split(","):
+            for url in split_urls(base_url):
                 warn_if_context_short(url, served_name, env_config, tokenizer, max_new_tokens)
         return policy, tokenizer
     raise EvalError(f"Policy {spec.name!r} is a context baseline: it does not walk the graph.")
@@ -244,15 +245,14 @@ def _prompted_policy(
         return policy, policy.tokenizer, None  # type: ignore[attr-defined]
     from memora_rl.llm.server_api import list_served_models
 
-    entries = []
-    for url in base_url.split(","):  # every server must serve the model
+    match = None
+    for url in split_urls(base_url):  # every server must serve the model; the first one's entry names it
         served = list_served_models(url)
         entry = next((m for m in served if m["id"] == spec.target), None)
         if entry is None:
             names = ", ".join(m["id"] for m in served)
             raise EvalError(f"The server at {url} does not serve {spec.target!r}; it serves: {names}.")
-        entries.append(entry)
-    match = entries[0]
+        match = match or entry
     config = LLMPolicyConfig(backend="server", model=spec.target, base_url=base_url, max_new_tokens=max_new_tokens,
                              name=spec.name, constrained=limits is not None)  # fmt: skip
     return make_llm_policy(config, limits), served_tokenizer(str(match.get("root") or spec.target)), spec.target
@@ -274,8 +274,9 @@ def _export_policy(
     if base_url is None:
         model = load_export_model(export, merged=export.has_merged)
         return TransformersPolicy(model, tokenizer, max_new_tokens=max_new_tokens, name=spec.name), tokenizer, None
-    names = {url: _serve_export(spec, export, url) for url in base_url.split(",")}
-    served = names[base_url.split(",")[0]]
+    urls = split_urls(base_url)
+    names = {url: _serve_export(spec, export, url) for url in urls}
+    served = names[urls[0]]
     if len(set(names.values())) > 1:
         listed = ", ".join(f"{url} as {name!r}" for url, name in names.items())
         raise EvalError(

@@ -266,7 +266,6 @@ def run(config: TrainConfig, callbacks: list[Any] | None = None) -> RunResult:
             shared = bool(config.server.running_urls)  # names on a shared server carry the run name
             sync = AdapterSync(  # an absolute folder: the server may run elsewhere than the trainer's cwd
                 generator,
-                generator.servers,
                 config.output_dir.resolve() / "adapters",
                 config.run_name if shared else None,
             )

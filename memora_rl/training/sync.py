@@ -17,7 +17,6 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from memora_rl.llm.pool import ServerPool
 from memora_rl.training.distributed import barrier
 from memora_rl.training.generation import VLLMGenerator
 
@@ -36,16 +35,14 @@ def adapter_name(step: int, run_name: str | None = None) -> str:
 class AdapterSync(TrainerCallback):
     """Saves the adapter and hot-swaps it into every live vLLM server; keeps the last two adapter folders.
 
-    `servers` is the generator's `ServerPool` (a URL: that one server), so a server the rollouts found dead
-    gets no more adapters, and one found dead while loading leaves the rotation as the pool's `on_dead` says.
+    It loads into the generator's own `ServerPool`, so a server the rollouts found dead gets no more adapters,
+    and one found dead while loading leaves the rotation as the pool's `on_dead` says.
     """
 
-    def __init__(
-        self, generator: VLLMGenerator, servers: str | ServerPool, adapters_dir: Path, run_name: str | None = None
-    ) -> None:
+    def __init__(self, generator: VLLMGenerator, adapters_dir: Path, run_name: str | None = None) -> None:
         self.generator = generator
         self.run_name = run_name
-        self.servers = servers if isinstance(servers, ServerPool) else ServerPool(servers)
+        self.servers = generator.servers
         self.adapters_dir = adapters_dir
         self.loaded: str | None = None
         self._folders: list[Path] = []

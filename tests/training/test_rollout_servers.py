@@ -65,7 +65,7 @@ def test_two_servers_share_rollouts_and_adapters_and_a_dead_one_leaves_or_stops_
     batch, stop_ids = prompts_and_stop_ids()
     pool = ServerPool([first, second], on_dead="continue")
     generator = VLLMGenerator(pool, vllm_server.model, stop_ids, timeout_s=120, max_batch=4, seed=0)
-    sync = AdapterSync(generator, pool, tmp_path / "adapters", run_name="pool-test")
+    sync = AdapterSync(generator, tmp_path / "adapters", run_name="pool-test")
     model = SavedAdapter(make_random_adapter(tiny_model_dir, tmp_path / "trained"))
     try:
         sync.sync(model, step=1)  # the adapter goes into every live server before the generator uses it
