@@ -72,8 +72,12 @@ class Part:
 
 
 @contextlib.contextmanager
-def rollout_servers(urls: list[str], count: int = 2) -> Iterator[tuple[list[str], str]]:
-    """Yield `count` server URLs and their served name: `urls` (running servers), then servers started here."""
+def rollout_servers(urls: list[str], count: int = 2, lora: bool = False) -> Iterator[tuple[list[str], str]]:
+    """Yield `count` server URLs and their served name: `urls` (running servers), then servers started here.
+
+    Started servers have no prefix cache (a second row would replay the first's prompts), or with `lora`
+    runtime LoRA and the prefix cache a training run's server has.
+    """
     from memora_rl.errors import ConfigError
     from memora_rl.llm.server import ServerConfig, VLLMServer
     from memora_rl.llm.server_api import attach
@@ -83,8 +87,8 @@ def rollout_servers(urls: list[str], count: int = 2) -> Iterator[tuple[list[str]
     if len(names) > 1:
         raise ConfigError(f"--server-url servers serve different models ({', '.join(names)}); give servers of one.")
     served = names[0] if names else MODEL
-    config = ServerConfig(model=MODEL, served_name=served, dtype="float32", enable_lora=False,
-                          extra_args=["--no-enable-prefix-caching"])  # fmt: skip
+    options = {"max_lora_rank": 16} if lora else {"enable_lora": False, "extra_args": ["--no-enable-prefix-caching"]}
+    config = ServerConfig(model=MODEL, served_name=served, dtype="float32", **options)
     with contextlib.ExitStack() as stack:
         started = []
         for _ in range(count - len(endpoints)):
@@ -177,22 +181,10 @@ def launch_training(processes: int, root: Path, run_name: str, *overrides: str, 
     return root / run_name
 
 
-@contextlib.contextmanager
-def lora_server(urls: list[str]) -> Iterator[str]:
-    """The `/v1` URL of a vLLM server of SmolLM2 with runtime LoRA: `urls[0]`, or one started here."""
-    from memora_rl.llm.server import ServerConfig, VLLMServer
-
-    if urls:
-        yield urls[0]
-        return
-    with VLLMServer(ServerConfig(model=MODEL, dtype="float32", max_lora_rank=16)) as server:
-        yield server.base_url
-
-
 def measure_processes(steps: int, urls: list[str]) -> list[dict[str, Any]]:
     """The one-process and two-process rows: `steps` steps each at the same global batch, on one server."""
     rows = []
-    with lora_server(urls) as url, tempfile.TemporaryDirectory() as folder:
+    with rollout_servers(urls, count=1, lora=True) as ([url], _), tempfile.TemporaryDirectory() as folder:
         for processes in (1, 2):
             per_process = WALKS_A_STEP // processes
             run_dir = launch_training(
