@@ -42,15 +42,18 @@ def healthz(request: Request) -> dict:
 async def retrieve_route(body: RetrieveRequest, request: Request) -> RetrieveResponse:
     """Walk a graph with the served policy; returns the working set, its episodes, the walk and the context."""
     service = service_of(request)
+    deadline = service.deadline()  # from the request's arrival: a wait for a worker thread counts too
     service.graphs.find(body.graph)  # 404 before any work
-    service.env_config(body)  # 422 for an out-of-range budget before any work
-    return await anyio.to_thread.run_sync(service.retrieve_sync, body, service.act_via_loop())
+    service.env_config(body)  # 422 for an over-long question or an out-of-range budget before any work
+    return await anyio.to_thread.run_sync(service.retrieve_sync, body, service.act_via_loop(), deadline)
 
 
 @router.post("/v1/ingest", response_model=IngestResponse)
 async def ingest_route(body: IngestRequest, request: Request) -> IngestResponse:
     """Add turns to a graph (created when new) in one transaction; says what was created, merged, replaced."""
-    return await anyio.to_thread.run_sync(service_of(request).ingest_sync, body)  # 422 over max_ingest_turns
+    service = service_of(request)
+    deadline = service.deadline()
+    return await anyio.to_thread.run_sync(service.ingest_sync, body, deadline)  # 413 over the batch limits
 
 
 @router.get("/v1/graphs", response_model=list[GraphSummary])

@@ -1,4 +1,7 @@
-"""`create_app`: the FastAPI application of serve-memory (JSON API, web page, MCP at /mcp, OpenAPI at /docs)."""
+"""`create_app`: the FastAPI application of serve-memory (JSON API, web page, MCP at /mcp, OpenAPI at /docs).
+
+Every request passes the host check (DNS rebinding, `hosts`), then the body limit (`limits`), before any route.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +15,11 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from memora_rl.serve.api import router as api_router
+from memora_rl.serve.api_docs import make_app
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.errors import install_error_handlers
 from memora_rl.serve.hosts import HostCheckMiddleware, transport_security
+from memora_rl.serve.limits import BodyLimitMiddleware
 from memora_rl.serve.mcp_server import build_mcp_server
 from memora_rl.serve.service import MemoryService
 from memora_rl.serve.web import router as web_router
@@ -42,13 +47,14 @@ def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
         if close_service:
             service.close()
 
-    app = FastAPI(
+    app = make_app(
         title="memora-rl memory service",
         description="Retrieve memories by walking a harmonic memory graph with a trained policy; ingest turns.",
         version="0.1.0",
         lifespan=lifespan,
     )
     app.state.service = service
+    app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.max_body_bytes)  # 413 before parsing
     app.add_middleware(HostCheckMiddleware, settings=security)  # every route, as /mcp: DNS-rebinding protection
     install_error_handlers(app)
     app.include_router(api_router)

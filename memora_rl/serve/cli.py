@@ -9,6 +9,9 @@ from typing import Annotated
 
 import typer
 
+from memora_rl.cli_options import config_option, given
+from memora_rl.serve.config import ServeConfig
+
 logger = logging.getLogger(__name__)
 
 
@@ -44,12 +47,16 @@ def serve_memory(
         int,
         typer.Option(help="Threads per query embedding (PyTorch or ONNX Runtime); 1 avoids oversubscribing cores."),
     ] = 1,
+    max_body_bytes: Annotated[int | None, config_option(ServeConfig, "max_body_bytes")] = None,
+    max_question_chars: Annotated[int | None, config_option(ServeConfig, "max_question_chars")] = None,
+    max_ingest_turns: Annotated[int | None, config_option(ServeConfig, "max_ingest_turns")] = None,
+    max_ingest_chars: Annotated[int | None, config_option(ServeConfig, "max_ingest_chars")] = None,
+    request_timeout_s: Annotated[float | None, config_option(ServeConfig, "request_timeout_s")] = None,
 ) -> None:
     """Serve retrieval and ingest over graph stores: JSON API (/docs), web page (/), MCP tools (/mcp)."""
     from pydantic import ValidationError
 
     from memora_rl.errors import ConfigError
-    from memora_rl.serve.config import ServeConfig
     from memora_rl.serve.service import MemoryService
 
     try:
@@ -59,6 +66,9 @@ def serve_memory(
             builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
             budget=budget, runs_dir=runs_dir, host=host, port=port, workers=workers, threads=torch_threads,
             allowed_hosts=allowed_host or [],
+            **given(max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
+                    max_ingest_turns=max_ingest_turns, max_ingest_chars=max_ingest_chars,
+                    request_timeout_s=request_timeout_s),
         )  # fmt: skip
     except ValidationError as error:
         problems = "; ".join(f"--{'-'.join(map(str, e['loc'])).replace('_', '-')}: {e['msg']}" for e in error.errors())

@@ -49,7 +49,20 @@ class ServeConfig(StrictModel):
     top_k: int = Field(default=5, ge=1, le=50)
     """Entries placed in the working set by the first search (and by each refine)."""
     max_ingest_turns: int = Field(default=500, ge=1)
-    """Most turns one `/v1/ingest` batch may carry (one transaction per batch)."""
+    """Most turns (records) one ingest batch may carry, `/v1/ingest` or the MCP tool `remember` (one transaction
+    per batch); more is refused with 413 and nothing is written."""
+    max_ingest_chars: int = Field(default=1_000_000, ge=1)
+    """Most characters of turn text one ingest batch may carry, all turns together (bounds the embedding and
+    builder work of one request); more is refused with 413 and nothing is written."""
+    max_question_chars: int = Field(default=4000, ge=1)
+    """Longest question, in characters, that `/v1/retrieve` or the MCP tool `retrieve` takes (it is embedded and
+    shown to the policy at every step); longer is refused with 422."""
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+    """Largest HTTP request body, in bytes, on every route (`/mcp` included); a larger one is refused with 413
+    before it is parsed (4 MiB holds a full batch of `max_ingest_chars` plain-text characters)."""
+    request_timeout_s: float = Field(default=60.0, gt=0.0)
+    """Seconds a retrieve or ingest may run before it is answered 503 (a walk checks it before each step, an
+    ingest while it waits for the store's write lock and before it writes: a timed-out ingest writes nothing)."""
     runs_dir: Path | None = None
     """Folder holding eval runs and `eval compare` outputs for the report page and the record walks of `/walk`
     (None: the page says how to set it); runs are named relative to it, and nothing outside it is read."""

@@ -37,6 +37,8 @@ class RecordView(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     task_id: str
+    conversation_id: str = ""
+    """The conversation asked about: the graph id of its walk's entries (the page labels them from that graph)."""
     category: str = ""
     question: str
     gold_answer: str

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock
+from filelock import Timeout as FileLockTimeout
 
 from memora_rl.embedding import Embedder
 from memora_rl.errors import GraphError
@@ -40,10 +41,31 @@ class StoreHandle:
     _thread_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextmanager
-    def ingest_lock(self) -> Iterator[None]:
-        """Hold the store's ingest lock: one ingest at a time among this process's threads and every process."""
-        with self._thread_lock, FileLock(f"{self.path}.ingest.lock", poll_interval=0.01):
-            yield
+    def ingest_lock(self, timeout_s: float | None = None) -> Iterator[None]:
+        """Hold the store's ingest lock: one ingest at a time among this process's threads and every process.
+
+        Args:
+            timeout_s: longest wait for the lock (None, or past `threading.TIMEOUT_MAX`: as long as it takes).
+
+        Raises:
+            TimeoutError: the lock was not free within `timeout_s` (another ingest held it).
+        """
+        wait_s = -1.0 if timeout_s is None or timeout_s >= threading.TIMEOUT_MAX else max(0.0, timeout_s)
+        busy = f"the ingest lock of {self.path.name} stayed held for {wait_s:g} s"
+        if not self._thread_lock.acquire(timeout=wait_s):
+            raise TimeoutError(busy)
+        try:
+            file_lock = FileLock(f"{self.path}.ingest.lock", timeout=wait_s, poll_interval=0.01)
+            try:
+                file_lock.acquire()
+            except FileLockTimeout as error:
+                raise TimeoutError(busy) from error
+            try:
+                yield
+            finally:
+                file_lock.release()
+        finally:
+            self._thread_lock.release()
 
 
 class GraphRegistry:
@@ -102,12 +124,12 @@ class GraphRegistry:
             return self.handles[0]
 
     def summary(self, graph_id: str) -> GraphSummary:
-        """Counts of one graph (404 when unknown)."""
+        """Counts of one graph and its store's file name (404 when unknown)."""
         handle = self.find(graph_id)
         counts = handle.reader.stats(graph_id)
         return GraphSummary(
             id=graph_id,
-            store=str(handle.path),
+            store=handle.path.name,
             entries=counts["entries"],
             anchors=counts["anchors"],
             episodes=counts["episodes"],

@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
 from memora_rl.builders.base import Builder
@@ -24,6 +26,7 @@ from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import Decider
 from memora_rl.serve.graphs import StoreHandle
 from memora_rl.serve.idempotency import IdempotencyLog
+from memora_rl.serve.limits import Deadline
 from memora_rl.serve.schemas import IngestRequest, IngestResponse
 from memora_rl.turn_ids import turn_key
 
@@ -63,7 +66,7 @@ def _check_session(handle: StoreHandle, graph_id: str, session_index: int) -> No
     now = next_session_index(handle, graph_id)
     if now != session_index:
         raise IngestConflictError(
-            f"graph {graph_id!r}: another writer of {handle.path} added session {now - 1} while this batch was "
+            f"graph {graph_id!r}: another writer of {handle.path.name} added session {now - 1} while this batch was "
             f"prepared as session {session_index}; nothing was written, send the batch again."
         )
 
@@ -96,11 +99,14 @@ def _classify(before: MemoryEntry | None, after: MemoryEntry) -> str:
     return "merged" if before.value == after.value else "replaced"
 
 
-def _write_planned(handle: StoreHandle, builder: PlanningBuilder, conversation: Conversation, graph_id: str) -> dict:
-    """Plan outside the lock, then write every episode and candidate inside one batch."""
+def _write_planned(
+    handle: StoreHandle, builder: PlanningBuilder, conversation: Conversation, graph_id: str, deadline: Deadline
+) -> dict:
+    """Plan (embed) the batch, then, unless past the deadline, write every episode and candidate in one batch."""
     plan = builder.plan(conversation, graph_id)
     outcome: dict[str, list[str]] = {"episodes": [], "created": [], "merged": [], "replaced": []}
     writer = handle.writer
+    deadline.check("planning the batch")
     with writer.batch():
         _check_session(handle, graph_id, conversation.sessions[0].index)
         for segment in plan:
@@ -119,12 +125,18 @@ def _merge_kind(entry: MemoryEntry) -> str:
     return "replaced" if entry.history and entry.history[-1].value != entry.value else "merged"
 
 
-def _write_built(handle: StoreHandle, builder: Builder, conversation: Conversation, graph_id: str) -> dict:
-    """Run a builder's own `build` inside one batch and diff the graph to say what changed."""
+def _write_built(
+    handle: StoreHandle, builder: Builder, conversation: Conversation, graph_id: str, deadline: Deadline
+) -> dict:
+    """Unless past the deadline, run a builder's own `build` inside one batch and diff the graph to say what changed.
+
+    The build (LLM calls) runs inside the batch, so the deadline is checked only before it starts.
+    """
     writer = handle.writer
     known = graph_id in writer.graph_ids()
     before = {entry.id: entry for entry in writer.entries(graph_id)} if known else {}
     episodes_before = {episode.id for episode in writer.episodes(graph_id)} if known else set()
+    deadline.check("reading the graph before the build")
     with writer.batch():
         _check_session(handle, graph_id, conversation.sessions[0].index)
         builder.build(conversation, writer, graph_id)
@@ -145,19 +157,24 @@ def stored_turn_ids(handle: StoreHandle, graph_id: str) -> set[str]:
     return {turn_id for episode in handle.writer.episodes(graph_id) for turn_id in episode.source_turn_ids}
 
 
-def ingest_batch(handle: StoreHandle, builder: Builder, request: IngestRequest) -> IngestResponse:
+def ingest_batch(
+    handle: StoreHandle, builder: Builder, request: IngestRequest, deadline: Deadline | None = None
+) -> IngestResponse:
     """Add `request.turns` to graph `request.graph` in `handle`'s store as one transaction.
 
     Ingests into one store are serialised, across processes too (SQLite has one writer at a time); a failure leaves
     the store exactly as it was before the batch. A retried `idempotency_key` gets its first answer and writes
     nothing (`memora_rl.serve.idempotency`); turns whose client id the graph already holds are skipped.
+    `deadline` bounds the wait for the store's write lock and is checked again just before the write.
 
     Raises:
         ConfigError: two turns of the batch share an id, or its idempotency key was first sent with another batch.
+        RequestTimeoutError: the deadline passed before the batch was written (nothing was written).
     """
     started = time.perf_counter()
+    deadline = deadline or Deadline.start(float("inf"))
     log = IdempotencyLog(handle.path)
-    with handle.ingest_lock():
+    with _locked(handle, deadline):
         replayed = log.find(request)
         if replayed is not None:
             return replayed
@@ -169,20 +186,33 @@ def ingest_batch(handle: StoreHandle, builder: Builder, request: IngestRequest) 
                                       episodes=[], created=[], merged=[], replaced=[], seconds=0.0)  # fmt: skip
             log.record(request, response)
             return response
-        response = _ingest_fresh(handle, builder, fresh, started)
+        response = _ingest_fresh(handle, builder, fresh, started, deadline)
         response.skipped_turn_ids = skipped
         log.record(request, response)
     return response
 
 
-def _ingest_fresh(handle: StoreHandle, builder: Builder, request: IngestRequest, started: float) -> IngestResponse:
+@contextmanager
+def _locked(handle: StoreHandle, deadline: Deadline) -> Iterator[None]:
+    """Hold the store's ingest lock, waiting for it no longer than the deadline allows."""
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(handle.ingest_lock(deadline.left_s()))
+        except TimeoutError as error:
+            raise deadline.expired("waiting for another ingest into the same store") from error
+        yield
+
+
+def _ingest_fresh(
+    handle: StoreHandle, builder: Builder, request: IngestRequest, started: float, deadline: Deadline
+) -> IngestResponse:
     """Write the batch's new turns as the graph's next session (the ingest lock held)."""
     session_index = next_session_index(handle, request.graph)
     conversation = batch_conversation(request, session_index)
     if hasattr(builder, "plan") and hasattr(builder, "decider"):
-        outcome = _write_planned(handle, builder, conversation, request.graph)  # type: ignore[arg-type]
+        outcome = _write_planned(handle, builder, conversation, request.graph, deadline)  # type: ignore[arg-type]
     else:
-        outcome = _write_built(handle, builder, conversation, request.graph)
+        outcome = _write_built(handle, builder, conversation, request.graph, deadline)
     seconds = time.perf_counter() - started
     logger.info(
         "ingested %d turns into %s: %d created, %d merged, %d replaced in %.2f s",

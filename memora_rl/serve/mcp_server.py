@@ -6,8 +6,9 @@ Served over Streamable HTTP at `/mcp` by the serve-memory process, or over stdio
 Errors: the SDK shows an agent only `Error executing tool <name>` for an exception it does not
 expect (a crash), and the message of a `ToolError`. So each tool turns bad input (a pydantic
 `ValidationError` of the request record) and the service's expected errors (unknown graph, budget
-over the limit, ingest conflict, the policy's LLM down) into a `ToolError` carrying the words the
-HTTP API answers: the field and the fix.
+over the limit, ingest conflict, the policy's LLM down, a question or batch over the service's limits,
+a request past `request_timeout_s`) into a `ToolError` carrying the words the HTTP API answers: the
+field and the fix (and, for a limit, the setting that raises it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
-from memora_rl.serve.errors import EXPECTED_ERRORS, describe_validation_error, error_text, validation_text
+from memora_rl.serve.config import ServeConfig
+from memora_rl.serve.errors import EXPECTED_ERRORS, describe_validation_error, error_text, hide_paths, validation_text
 from memora_rl.serve.schemas import IngestRequest, RetrieveRequest
 from memora_rl.serve.service import MemoryService
 from memora_rl.serve.tools import REMEMBER_DESCRIPTION, RETRIEVE_DESCRIPTION
@@ -47,23 +49,26 @@ def remember_location(location: Location) -> Location:
 
 
 @contextmanager
-def tool_errors(rename: Callable[[Location], Location] = lambda location: location) -> Iterator[None]:
+def tool_errors(
+    config: ServeConfig, rename: Callable[[Location], Location] = lambda location: location
+) -> Iterator[None]:
     """Raise bad input and the service's expected errors as `ToolError`s with the HTTP API's text.
 
     Args:
+        config: the service's settings (their store and runs paths are shown by name only, as over HTTP).
         rename: maps a request record's error location to the tool's argument names.
 
     Raises:
         ToolError: the request record was invalid (each field, reason and fix), or the service raised
-            one of `EXPECTED_ERRORS` (its message, as the HTTP API's `error`).
+            one of `EXPECTED_ERRORS` (its message, as the HTTP API's `error`: a limit names its setting).
     """
     try:
         yield
     except ValidationError as error:
         details = [describe_validation_error({**item, "loc": rename(tuple(item["loc"]))}) for item in error.errors()]
-        raise ToolError(validation_text(details)) from error
+        raise ToolError(hide_paths(validation_text(details), config)) from error
     except EXPECTED_ERRORS as error:
-        raise ToolError(error_text(error)) from error
+        raise ToolError(hide_paths(error_text(error), config)) from error
 
 
 def build_mcp_server(service: MemoryService) -> MCPServer:
@@ -72,9 +77,11 @@ def build_mcp_server(service: MemoryService) -> MCPServer:
 
     @server.tool(name="retrieve", description=RETRIEVE_DESCRIPTION)
     async def retrieve(graph: str, question: str, budget: float | None = None) -> dict:
-        with tool_errors():
+        deadline = service.deadline()
+        with tool_errors(service.config):
             request = RetrieveRequest(graph=graph, question=question, budget=budget)
-            result = await anyio.to_thread.run_sync(service.retrieve_sync, request, service.act_via_loop())
+            act = service.act_via_loop()  # retrieve_sync checks the limits before any work
+            result = await anyio.to_thread.run_sync(service.retrieve_sync, request, act, deadline)
         return {
             "context": result.context,
             "entries": [{"id": e.id, "abstraction": e.abstraction, "value": e.value} for e in result.entries],
@@ -85,10 +92,11 @@ def build_mcp_server(service: MemoryService) -> MCPServer:
     async def remember(
         graph: str, speaker: str, texts: list[str], time: datetime | None = None, idempotency_key: str | None = None
     ) -> dict:
-        with tool_errors(remember_location):
+        deadline = service.deadline()
+        with tool_errors(service.config, remember_location):
             turns = [{"speaker": speaker, "text": text, "time": time} for text in texts]
             request = IngestRequest.model_validate({"graph": graph, "turns": turns, "idempotency_key": idempotency_key})
-            result = await anyio.to_thread.run_sync(service.ingest_sync, request)
+            result = await anyio.to_thread.run_sync(service.ingest_sync, request, deadline)
         return result.model_dump(mode="json")
 
     return server

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from memora_rl.core.tokens import count_tokens
+from memora_rl.core.context import build_context
 from memora_rl.core.trajectory import Trajectory
 from memora_rl.core.walk import WalkLog, WalkStep
 from memora_rl.data.records import Task
@@ -27,6 +27,7 @@ from memora_rl.memory.records import Episode, MemoryEntry
 from memora_rl.memory.store import GraphStore
 from memora_rl.policy.base import Message
 from memora_rl.policy.chat import chat_opener
+from memora_rl.serve.limits import Deadline
 from memora_rl.serve.schemas import ContextMode, RetrieveRequest, RetrieveResponse
 
 logger = logging.getLogger(__name__)
@@ -75,13 +76,21 @@ def context_text(entries: list[MemoryEntry], episodes: list[Episode], mode: Cont
     return render_memory_context(entries, episodes, mode)
 
 
-def play_walk(env: RetrievalEnv, task: Task, act: ActFn) -> tuple[list[WalkStep], dict[str, Any], float]:
-    """Play one episode, recording each state and action; returns (walk, final info, search seconds)."""
+def play_walk(
+    env: RetrievalEnv, task: Task, act: ActFn, deadline: Deadline | None = None
+) -> tuple[list[WalkStep], dict[str, Any], float]:
+    """Play one episode, recording each state and action; returns (walk, final info, search seconds).
+
+    Raises:
+        RequestTimeoutError: `deadline` passed before a step (checked before each of the policy's actions).
+    """
     observation, info = env.reset(seed=0, options={"task": task})
     search_s = env.last_search_s
     messages = chat_opener(env.config)(observation)
     log = WalkLog()
-    for _ in range(env.config.max_steps + 1):
+    for step in range(env.config.max_steps + 1):
+        if deadline is not None:
+            deadline.check(f"walking (step {step + 1})")
         log.seen(observation, info)
         text = act(messages, dict(info))
         observation, _, terminated, truncated, info = env.step(text)
@@ -101,22 +110,31 @@ def retrieve(
     act: ActFn,
     policy_name: str,
     episodes_of: Callable[[str, list[str]], list[Episode]],
-    judge: Judge | None = None,
+    judge: Judge,
+    deadline: Deadline | None = None,
 ) -> RetrieveResponse:
     """Walk graph `request.graph` of `store` for `request.question` and return what the walk retrieved.
 
     `episodes_of(graph, ids)` returns the episodes of those ids (the service caches them per graph).
+    `judge` scores the walk twice: in the env, on the env's own measure of the context, then here on the
+    tokens of the context this answer carries (`request.context_mode`'s text, as the client reads it), so
+    that `reward_components["context_tokens"]` and its `context_cost` agree with `context_tokens`.
+
+    Raises:
+        RequestTimeoutError: `deadline` passed during the walk.
     """
     started = time.perf_counter()
     task = Task(id=f"live-{uuid.uuid4().hex[:12]}", conversation_id=request.graph, question=request.question,
                 answer="", category="open-domain")  # fmt: skip
     env = RetrievalEnv(store, config=env_config, judge=judge)
-    walk, info, search_s = play_walk(env, task, act)
+    walk, info, search_s = play_walk(env, task, act, deadline)
     trajectory: Trajectory = info["trajectory"]
     entries = trajectory.retrieved
     episode_ids = list(dict.fromkeys(episode_id for entry in entries for episode_id in entry.episode_ids))
     episodes = episodes_of(request.graph, episode_ids)
     context = context_text(entries, episodes, request.context_mode)
+    tokens = build_context(entries, episodes, request.context_mode).tokens  # 0 without entries
+    scored = judge.score(trajectory.model_copy(update={"context_tokens": tokens}))
     return RetrieveResponse(
         graph=request.graph,
         question=request.question,
@@ -127,9 +145,9 @@ def retrieve(
         stop_reason=trajectory.stop_reason,
         budget=trajectory.budget,
         budget_spent=trajectory.budget_spent,
-        reward_components=dict(info["reward_components"]),
+        reward_components={name: float(value) for name, value in scored.components.items()},
         context=context,
-        context_tokens=count_tokens(context),
+        context_tokens=tokens,
         latency_ms=(time.perf_counter() - started) * 1000.0,
         search_ms=search_s * 1000.0,
     )

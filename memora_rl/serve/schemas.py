@@ -41,7 +41,10 @@ class RetrieveRequest(_Request):
     """Retrieve memories for a question by walking one graph with the served policy."""
 
     graph: str = Field(min_length=1, description="Graph id, as listed by GET /v1/graphs.")
-    question: NonBlank = Field(min_length=1, max_length=4000, description="The question to find memories for.")
+    question: NonBlank = Field(
+        min_length=1, description="The question to find memories for (at most the server's max_question_chars, 4000 "
+        "characters by default; longer is a 422 naming the limit)."
+    )  # fmt: skip
     budget: float | None = Field(default=None, gt=0.0, description="Walk budget (default: the server's).")
     context_mode: ContextMode = Field(default="factual", description="factual | episodic | episodic+factual.")
     top_k: int | None = Field(default=None, ge=1, le=50, description="Entries of the first search (default 5).")
@@ -63,6 +66,8 @@ class RetrieveResponse(BaseModel):
     """The walk's cost and format terms (`memora_rl.serve.live_judge`: a live question has no gold evidence)."""
     context: str
     context_tokens: int
+    """Tokens of `context` (4 characters per token), 0 when no entry was retrieved (`context` is then only the
+    no-memories notice); `reward_components["context_tokens"]` is the same count, and `context_cost` follows it."""
     latency_ms: float
     """Server-side time of the whole walk."""
     search_ms: float
@@ -129,6 +134,7 @@ class GraphSummary(BaseModel):
 
     id: str
     store: str
+    """The file name of the store holding the graph (its folder is not shown: answers do not reveal paths)."""
     entries: int
     anchors: int
     episodes: int

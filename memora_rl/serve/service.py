@@ -10,13 +10,13 @@ import anyio.from_thread
 from memora_rl.builders.base import Builder
 from memora_rl.embedding import Embedder
 from memora_rl.env.config import EnvConfig
-from memora_rl.errors import ConfigError
 from memora_rl.memory.records import Episode
 from memora_rl.policy.base import Policy
 from memora_rl.serve.checks import warn_if_not_the_export, warn_if_policy_context_short
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.graphs import GraphRegistry
 from memora_rl.serve.ingest import ingest_batch
+from memora_rl.serve.limits import Deadline, check_ingest, check_question
 from memora_rl.serve.live_judge import LiveJudge
 from memora_rl.serve.retrieve import ActFn, env_config_for, retrieve
 from memora_rl.serve.schemas import IngestRequest, IngestResponse, RetrieveRequest, RetrieveResponse
@@ -107,14 +107,29 @@ class MemoryService:
         return self.graphs.find(graph_id).reader.get_episodes(graph_id, episode_ids)
 
     def env_config(self, request: RetrieveRequest) -> EnvConfig:
-        """The env settings of one request (budget checked against the server's limit)."""
+        """The env settings of one request, once its question length and budget are within the server's limits.
+
+        Raises:
+            LimitError: the question is over `max_question_chars` (422).
+            ConfigError: the budget is over `max_budget` (422).
+        """
+        check_question(request.question, self.config)
         return env_config_for(request, self.env, self.config.budget, self.config.max_budget, self.config.top_k)
 
-    def retrieve_sync(self, request: RetrieveRequest, act: ActFn) -> RetrieveResponse:
-        """Walk the request's graph with `act` as the policy (blocking; call from a worker thread)."""
+    def deadline(self) -> Deadline:
+        """A deadline for one request, `request_timeout_s` from now (start it when the request arrives)."""
+        return Deadline.start(self.config.request_timeout_s)
+
+    def retrieve_sync(self, request: RetrieveRequest, act: ActFn, deadline: Deadline | None = None) -> RetrieveResponse:
+        """Walk the request's graph with `act` as the policy (blocking; call from a worker thread).
+
+        Raises:
+            RequestTimeoutError: the walk was not done by `deadline` (default: `request_timeout_s` from now).
+        """
         handle = self.graphs.find(request.graph)
         env_config = self.env_config(request)
-        return retrieve(handle.reader, request, env_config, act, self.policy.name, self.episodes_of, self.judge)
+        return retrieve(handle.reader, request, env_config, act, self.policy.name, self.episodes_of, self.judge,
+                        deadline or self.deadline())  # fmt: skip
 
     def act_via_loop(self) -> ActFn:
         """An `ActFn` for worker threads started by anyio: runs `policy.act` on the event loop that started them."""
@@ -124,18 +139,16 @@ class MemoryService:
 
         return act
 
-    def ingest_sync(self, request: IngestRequest) -> IngestResponse:
+    def ingest_sync(self, request: IngestRequest, deadline: Deadline | None = None) -> IngestResponse:
         """Add one batch of turns (blocking; one transaction).
 
         Raises:
-            ConfigError: the batch has more turns than the server's `max_ingest_turns` (nothing is written).
+            LimitError: the batch is over `max_ingest_turns` or `max_ingest_chars` (413), or it was not written
+                by `deadline` (503; default: `request_timeout_s` from now). Either way nothing is written.
         """
-        if len(request.turns) > self.config.max_ingest_turns:
-            raise ConfigError(
-                f"turns: {len(request.turns)} turns in one batch; this server takes at most "
-                f"{self.config.max_ingest_turns}. Split them into several batches."
-            )
-        return ingest_batch(self.graphs.find_or_first(request.graph), self.builder, request)
+        check_ingest(request, self.config)
+        handle = self.graphs.find_or_first(request.graph)
+        return ingest_batch(handle, self.builder, request, deadline or self.deadline())
 
     def close(self) -> None:
         """Close the stores."""

@@ -2,6 +2,8 @@
 
 Server-rendered Jinja2 templates; the walk viewer alone uses a little JavaScript (static/walk.js)
 to step through a walk: a live one from /v1/retrieve, or an eval record's, given inline in the page.
+Walks name entries by id, so the page hands the script their labels (`walk_view`): inline for an
+eval record, from /walk/labels for a live walk. Report tables are rendered by `report_markdown`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,17 @@ from fastapi.templating import Jinja2Templates
 from memora_rl.errors import GraphError
 from memora_rl.serve.api import entry_detail, search_graph, service_of
 from memora_rl.serve.eval_runs import EvalRunError, find_record, report_runs
+from memora_rl.serve.report_markdown import report_html
+from memora_rl.serve.walk_view import (
+    EntryLabel,
+    empty_frontier_note,
+    entry_labels,
+    policy_reads_frontier,
+    recorded_walk_labels,
+)
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
+TEMPLATES.env.filters["report_html"] = report_html
 
 router = APIRouter(include_in_schema=False)
 
@@ -53,15 +64,32 @@ def walk_page(request: Request, graph: str = "", question: str = "", run: str = 
     `run` is an eval run folder relative to `--runs-dir` (as the report page names it), `task` a task id in it.
     """
     service = service_of(request)
-    context = {"graphs": service.graphs.graph_ids(), "graph": graph, "question": question,
-               "policy": service.policy.name, "record": None, "run": run}  # fmt: skip
+    policy = service.policy
+    context = {"graphs": service.graphs.graph_ids(), "graph": graph, "question": question, "policy": policy.name,
+               "record": None, "run": run, "labels_note": "",
+               "frontier_note": empty_frontier_note(policy.name, policy.reads_frontier)}  # fmt: skip
     if run or task:
         if not (run and task):
             raise EvalRunError(400, "An eval walk needs both run (a folder under --runs-dir) and task (its task id).")
         record = find_record(service.config.runs_dir, run, task)
-        steps = [step.model_dump(mode="json") for step in record.walk or []]
-        context |= {"record": record, "walk_data": {"walk": steps, "entries": []}}
+        labels, labels_note = recorded_walk_labels(service.graphs, record.conversation_id, record.walk or [])
+        walk_data = {"walk": [step.model_dump(mode="json") for step in record.walk or []],
+                     "entries": [label.model_dump() for label in labels],
+                     "graph": record.conversation_id if labels else ""}  # fmt: skip
+        reads = policy_reads_frontier(record.policy)
+        context |= {"record": record, "labels_note": labels_note, "walk_data": walk_data,
+                    "frontier_note": empty_frontier_note(record.policy, reads)}  # fmt: skip
     return TEMPLATES.TemplateResponse(request, "walk.html", context)
+
+
+@router.get("/walk/labels")
+def walk_labels(request: Request, graph: str, ids: Annotated[list[str], Query(alias="id")]) -> list[EntryLabel]:
+    """Abstraction and value of the entries a live walk names (`id` repeated; `walk_view.MAX_LABEL_IDS` read at most).
+
+    A live retrieve answers with the final working set's entries only; the viewer asks here for the
+    labels of the frontier and of earlier steps' entries. Ids no longer stored are left out.
+    """
+    return entry_labels(service_of(request).graphs, graph, ids)
 
 
 @router.get("/report", response_class=HTMLResponse)

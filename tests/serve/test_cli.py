@@ -95,6 +95,14 @@ def test_worker_processes_take_turns_to_ingest_and_lose_nothing(tmp_path: Path) 
     assert parent_mb < 0.6 * worker_mb, (parent_mb, worker_mb)  # the supervising parent loads no embedder
 
 
+def test_serve_memory_refuses_a_limit_below_one_naming_its_option(tmp_path: Path) -> None:
+    command = [MEMORA_RL, "serve-memory", "--store", str(tmp_path / "s.sqlite"), "--max-question-chars", "0"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 1
+    assert "--max-question-chars" in result.stdout + result.stderr
+    assert not (tmp_path / "s.sqlite").exists()  # refused before any store is opened
+
+
 def test_mcp_stdio_refuses_worker_processes(tmp_path: Path) -> None:
     command = [MEMORA_RL, "serve-memory", "--store", str(tmp_path / "s.sqlite"), "--mcp-stdio", "--workers", "2"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})

@@ -10,6 +10,7 @@ from memora_rl.errors import GraphError
 from memora_rl.serve.errors import install_error_handlers
 from memora_rl.serve.graphs import UnknownGraphError
 from memora_rl.serve.ingest import IngestConflictError
+from memora_rl.serve.limits import Deadline, over_limit
 
 
 @pytest.mark.parametrize(
@@ -19,6 +20,9 @@ from memora_rl.serve.ingest import IngestConflictError
         (UnknownGraphError("graph 'nope' is not served"), 404),
         (GraphError("Entry 'e9' is not in graph 'g'"), 404),
         (GraphError("batch() is already open on this thread; batches do not nest."), 400),
+        (over_limit("turns", "4 turns in one batch", 3, "max_ingest_turns", 413, "fewer turns"), 413),
+        (over_limit("question", "9 characters", 8, "max_question_chars", 422, "a shorter question"), 422),
+        (Deadline.start(0.0).expired("walking"), 503),
     ],
 )
 def test_errors_map_to_their_status_with_the_message(error: Exception, status: int) -> None:

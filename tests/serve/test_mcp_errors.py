@@ -13,7 +13,7 @@ from tests.serve.conftest import GRAPH, LiveServer
     ("tool", "arguments", "words"),
     [
         ("retrieve", {"graph": "nobody", "question": "who?"}, ["'nobody' is not served", GRAPH, "POST /v1/ingest"]),
-        ("retrieve", {"graph": GRAPH, "question": "x" * 4001}, ["question:", "fix: send the question"]),
+        ("retrieve", {"graph": GRAPH, "question": "x" * 4001}, ["question:", "fix: send the", "max_question_chars"]),
         ("retrieve", {"graph": GRAPH, "question": "x", "budget": -1}, ["budget:", "fix: send a positive number"]),
         ("retrieve", {"graph": GRAPH, "question": "x", "budget": 1000}, ["budget: 1000 is above", "budget <= 32"]),
         ("retrieve", {"graph": GRAPH, "question": "  "}, ["question:", "blank", "fix:"]),

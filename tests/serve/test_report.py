@@ -21,6 +21,7 @@ def test_report_page_shows_compare_tables_and_plots(tmp_path: Path, friends_stor
         page = httpx.get(f"{url}/report").text
         plot = httpx.get(f"{url}/report/files/compare/latency_cdf.png")
         outside = httpx.get(f"{url}/report/files/%2E%2E/secret.png")
-    assert "| semantic | 0.515 |" in page and 'src="/report/files/compare/latency_cdf.png"' in page
+    assert '<tr><td>semantic</td><td class="num">0.515</td></tr>' in page and "|---|" not in page
+    assert 'src="/report/files/compare/latency_cdf.png"' in page
     assert plot.status_code == 200 and plot.content == PNG
     assert outside.status_code == 404
