@@ -1,4 +1,4 @@
-"""`memora-rl graph ...`: build memory graphs from conversations, inspect, search, export and import them."""
+"""`memora-rl graph ...`: build memory graphs from conversations, inspect, search, export, import and copy them."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from memora_rl.data.records import Conversation
     from memora_rl.memory.sqlite_store import SQLiteGraphStore
 
-graph_app = typer.Typer(help="Build memory graphs from conversations; inspect, search, export and import them.")
+graph_app = typer.Typer(help="Build memory graphs from conversations; inspect, search, export, import and copy them.")
 console = Console()
 
 StoreArgument = Annotated[Path, typer.Argument(help="A graph store file written by `memora-rl graph build`.")]
@@ -267,3 +267,33 @@ def import_(
     console.print(", ".join(f"{count} {kind}s" for kind, count in counts.items()) + f" imported into {out}")
     if not report.ok:
         raise GraphError(f"Store {out} failed its integrity check after import: {report.problems[:5]}")
+
+
+LocationArgument = Annotated[str, typer.Argument(help="A SQLite store file or a postgresql://user@host/db URL.")]
+
+
+@graph_app.command("copy")
+def copy_(
+    source: LocationArgument,
+    target: LocationArgument,
+    graph_ids: Annotated[list[str] | None, typer.Option("--graph", "-g", help="Only this graph (repeatable).")] = None,
+) -> None:
+    """Copy graphs (all by default) from SOURCE to TARGET, created if missing, on either backend: every row kept."""
+    from memora_rl.memory import open_store
+    from memora_rl.memory.graph_copy import copy_graphs
+    from memora_rl.memory.sqlite_store import is_postgres_url
+
+    if not is_postgres_url(source) and not Path(source).is_file():
+        raise GraphError(f"Store {source} does not exist. Pass a store file or a postgresql:// URL as SOURCE.")
+    with open_store(source) as reader, open_store(target) as writer:
+        report = copy_graphs(reader, writer, graph_ids)
+        destination = writer.location
+    columns = ("entries", "anchors", "episodes", "links", "history", "receipts")
+    table = Table(title=f"copied to {destination}")
+    table.add_column("graph", no_wrap=True)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for graph_id, counts in report.items():
+        table.add_row(graph_id, *(str(counts[column]) for column in columns))
+    console.print(table)
+    console.print(f"copied {len(report)} graphs, every row read back equal")

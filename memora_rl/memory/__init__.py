@@ -1,7 +1,10 @@
-"""The harmonic memory graph: records, the SQLite store, search and frontier."""
+"""The harmonic memory graph: records, the stores (SQLite, PostgreSQL + pgvector), search and frontier."""
 
+from memora_rl.memory.base_store import BaseGraphStore
 from memora_rl.memory.config import StoreConfig, UpsertConfig
 from memora_rl.memory.deciders import DEFAULT_DECIDER, always_create, same_speaker_merge
+from memora_rl.memory.graph_copy import copy_graphs
+from memora_rl.memory.postgres_store import PostgresGraphStore
 from memora_rl.memory.records import (
     CueAnchor,
     EntryCandidate,
@@ -12,7 +15,7 @@ from memora_rl.memory.records import (
     SearchHit,
     ValueVersion,
 )
-from memora_rl.memory.sqlite_store import SQLiteGraphStore, open_store
+from memora_rl.memory.sqlite_store import SQLiteGraphStore, is_postgres_url, open_store
 from memora_rl.memory.store import (
     Decider,
     GraphStore,
@@ -24,6 +27,7 @@ from memora_rl.memory.store import (
 
 __all__ = [
     "DEFAULT_DECIDER",
+    "BaseGraphStore",
     "CueAnchor",
     "Decider",
     "EntryCandidate",
@@ -34,6 +38,7 @@ __all__ = [
     "IntegrityReport",
     "MemoryEntry",
     "MergeDecision",
+    "PostgresGraphStore",
     "SQLiteGraphStore",
     "SearchFilters",
     "SearchHit",
@@ -42,6 +47,8 @@ __all__ = [
     "UpsertResult",
     "ValueVersion",
     "always_create",
+    "copy_graphs",
+    "is_postgres_url",
     "open_store",
     "same_speaker_merge",
 ]

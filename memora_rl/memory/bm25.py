@@ -15,6 +15,7 @@ import re
 import sqlite3
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 K1 = 1.2
 B = 0.75
@@ -129,3 +130,71 @@ def bm25_scores(
             norm = K1 * (1 - B + B * lengths.get(seq, 0) / average_length)
             scores[seq] = scores.get(seq, 0.0) + idf * count * (K1 + 1) / (count + norm)
     return scores
+
+
+class KeywordIndex(Protocol):
+    """Where a backend keeps the keyword statistics BM25 reads, and how it keeps them current.
+
+    SQLite: the FTS5 index, kept by triggers (`Fts5Keywords`). PostgreSQL: term and length rows
+    written beside each entry by the store itself (`memory.pg_keywords.PgKeywords`). Both count
+    the terms of FTS5's unicode61 tokenizer, so a graph's ranking is the same on either backend.
+    """
+
+    def index(self, conn: Any, graph_id: str, rows: Sequence[tuple[int, str, str]]) -> None:
+        """(Re)index entries written in the caller's transaction, as (seq, abstraction, value)."""
+        ...
+
+    def prepare(self, conn: Any) -> None:
+        """Make the statistics readable on this connection (once per connection)."""
+        ...
+
+    def store_doc_count(self, conn: Any, term: str) -> int:
+        """Entries of the whole store holding a term (a cheap upper bound of any graph's count)."""
+        ...
+
+    def graph_doc_count(self, conn: Any, graph_id: str, term: str) -> int:
+        """Entries of the graph holding a term."""
+        ...
+
+    def term_frequencies(self, conn: Any, graph_id: str, term: str) -> dict[int, int]:
+        """Occurrences of a term per entry seq of the graph."""
+        ...
+
+    def token_total(self, conn: Any, graph_id: str) -> int:
+        """Tokens (abstraction + value) of all the graph's entries together."""
+        ...
+
+    def entry_lengths(self, conn: Any, seqs: Sequence[int]) -> dict[int, int]:
+        """Token count of the given entries, by seq."""
+        ...
+
+
+class Fts5Keywords:
+    """The SQLite store's `KeywordIndex`: the FTS5 index, which triggers keep in step with `entries`."""
+
+    def index(self, conn: sqlite3.Connection, graph_id: str, rows: Sequence[tuple[int, str, str]]) -> None:
+        """Nothing to do: the `entries_fts` triggers index every insert and update."""
+
+    def prepare(self, conn: sqlite3.Connection) -> None:
+        """Create the connection's `fts5vocab` views (`ensure_vocab`)."""
+        ensure_vocab(conn)
+
+    def store_doc_count(self, conn: sqlite3.Connection, term: str) -> int:
+        """See `store_doc_count`."""
+        return store_doc_count(conn, term)
+
+    def graph_doc_count(self, conn: sqlite3.Connection, graph_id: str, term: str) -> int:
+        """See `graph_doc_count`."""
+        return graph_doc_count(conn, graph_id, term)
+
+    def term_frequencies(self, conn: sqlite3.Connection, graph_id: str, term: str) -> dict[int, int]:
+        """See `term_frequencies`."""
+        return term_frequencies(conn, graph_id, term)
+
+    def token_total(self, conn: sqlite3.Connection, graph_id: str) -> int:
+        """See `token_total`."""
+        return token_total(conn, graph_id)
+
+    def entry_lengths(self, conn: sqlite3.Connection, seqs: Sequence[int]) -> dict[int, int]:
+        """See `entry_lengths`."""
+        return entry_lengths(conn, seqs)

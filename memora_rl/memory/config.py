@@ -1,4 +1,4 @@
-"""Typed configuration of the SQLite graph store: create-or-update, search fusion, ANN index."""
+"""Typed configuration of the graph stores (SQLite, PostgreSQL): create-or-update, search fusion, ANN index."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class UpsertConfig(StrictModel):
 
 
 class StoreConfig(StrictModel):
-    """Every default of `SQLiteGraphStore` in one place."""
+    """Every default of a graph store (`SQLiteGraphStore`, `PostgresGraphStore`) in one place."""
 
     upsert: UpsertConfig = Field(default_factory=UpsertConfig)
     """Create-or-update settings (gamma, top_k)."""
@@ -39,10 +39,12 @@ class StoreConfig(StrictModel):
     """In graphs of at least `ann_threshold` entries, BM25 drops query words found in more than this share of
     the graph's entries (near-zero IDF, but a scan of a long posting list each); 1.0 keeps every word."""
     ann_threshold: int = Field(default=10_000, ge=1)
-    """Live vectors in a matrix at which searches switch from exact numpy to the usearch HNSW index
-    (on 2 cores an exact 10k x 384 product takes ~2.5 ms, an HNSW search ~1 ms)."""
+    """Live vectors in a matrix at which searches switch from exact numpy to an HNSW index: usearch's in memory
+    (SQLite) or pgvector's in the database (PostgreSQL; created then, on first need). On 2 cores an exact
+    10k x 384 product takes ~2.5 ms, an HNSW search ~1 ms."""
     ann_dtype: Literal["f32", "f16", "i8"] = "i8"
-    """Scalar type stored in the HNSW index; i8 builds ~5x faster than f32 on 2 cores, hits are re-scored exactly."""
+    """Scalar type stored in the usearch HNSW index (SQLite; pgvector stores f32); i8 builds ~5x faster than f32
+    on 2 cores, hits are re-scored exactly."""
     ann_connectivity: int = Field(default=16, ge=2)
     """HNSW graph degree (higher: better recall, slower build)."""
     ann_expansion_add: int = Field(default=64, ge=1)
@@ -50,7 +52,8 @@ class StoreConfig(StrictModel):
     ann_expansion_search: int = Field(default=128, ge=1)
     """HNSW beam width while searching (higher: better recall, slower queries)."""
     ann_persist: bool = True
-    """Save built HNSW indexes beside the store (`<store>.ann/`) and load them when the vectors are unchanged."""
+    """Save built HNSW indexes beside the store (`<store>.ann/`) and load them when the vectors are unchanged
+    (SQLite; PostgreSQL keeps its indexes in the database)."""
     ann_oversample: int = Field(default=2, ge=1)
     """The ANN path fetches oversample * k candidates, drops filtered ones and re-scores them exactly."""
     relaxed_anchor_threshold: float | None = Field(default=None, ge=-1.0, le=1.0)

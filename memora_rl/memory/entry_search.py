@@ -6,7 +6,7 @@ import numpy as np
 
 from memora_rl.memory import bm25
 from memora_rl.memory.config import StoreConfig
-from memora_rl.memory.connection import StoreConnection
+from memora_rl.memory.database import StoreDatabase
 from memora_rl.memory.graph_cache import GraphCache
 from memora_rl.memory.records import SearchHit
 from memora_rl.memory.search import (
@@ -29,13 +29,15 @@ class EntrySearch:
     (`search.episode_entry_ranking`). Rankings are computed under the store's lock.
 
     Args:
-        db: the store's connection (its lock, and the FTS index BM25 reads).
+        db: the store's database (its lock, and the keyword statistics BM25 reads).
         config: store settings (channel depth, RRF k, BM25 switches).
+        keywords: the backend's keyword index (`bm25.KeywordIndex`); FTS5 when None.
     """
 
-    def __init__(self, db: StoreConnection, config: StoreConfig) -> None:
+    def __init__(self, db: StoreDatabase, config: StoreConfig, keywords: bm25.KeywordIndex | None = None) -> None:
         self._db = db
         self.config = config
+        self.keywords = keywords if keywords is not None else bm25.Fts5Keywords()
         self._has_vocab = False
 
     def entry_hits(
@@ -65,17 +67,17 @@ class EntrySearch:
         self, cache: GraphCache, graph_id: str, text: str, depth: int, mask: np.ndarray | None
     ) -> list[int]:
         """Rows of the graph's entries by BM25 over the graph's own statistics (see `memory.bm25`)."""
-        conn = self._db.conn
+        conn, keywords = self._db.conn, self.keywords
         terms = self.query_terms(cache, graph_id, query_words(text))
-        frequencies = [per_entry for term in terms if (per_entry := bm25.term_frequencies(conn, graph_id, term))]
+        frequencies = [per_entry for term in terms if (per_entry := keywords.term_frequencies(conn, graph_id, term))]
         if not frequencies:
             return []
         if cache.token_total is None:
-            cache.token_total = bm25.token_total(conn, graph_id)
+            cache.token_total = keywords.token_total(conn, graph_id)
         entries = cache.abstractions.live
         candidates = sorted({seq for per_entry in frequencies for seq in per_entry})
         scores = bm25.bm25_scores(
-            frequencies, bm25.entry_lengths(conn, candidates), entries, cache.token_total / max(entries, 1)
+            frequencies, keywords.entry_lengths(conn, candidates), entries, cache.token_total / max(entries, 1)
         )
         fetch = depth if mask is None else depth * 4
         best = sorted(scores, key=lambda seq: (-scores[seq], seq))[:fetch]
@@ -92,21 +94,21 @@ class EntrySearch:
         In a graph of `ann_threshold` entries or more, terms found in more than
         `StoreConfig.bm25_max_doc_share` of its entries are dropped (see `search.selective_words`).
         """
-        conn = self._db.conn
+        conn, keywords = self._db.conn, self.keywords
         if not self._has_vocab:
-            bm25.ensure_vocab(conn)
+            keywords.prepare(conn)
             self._has_vocab = True
         terms = list(dict.fromkeys(term for word in words for term in bm25.fts_terms(word)))
         entries = cache.abstractions.live
         share = self.config.bm25_max_doc_share
         if share < 1.0 and terms and entries >= self.config.ann_threshold:
             most = share * entries
-            counts = {term: bm25.store_doc_count(conn, term) for term in terms}  # cheap upper bounds
+            counts = {term: keywords.store_doc_count(conn, term) for term in terms}  # cheap upper bounds
             common = [term for term, count in counts.items() if count > most]
             if common and self._graph_count() > 1:  # with one graph the store's count is the graph's
                 for term in common:
                     if term not in cache.doc_counts:
-                        cache.doc_counts[term] = bm25.graph_doc_count(conn, graph_id, term)
+                        cache.doc_counts[term] = keywords.graph_doc_count(conn, graph_id, term)
                     counts[term] = cache.doc_counts[term]
             terms = selective_words(terms, counts, most)
         return terms

@@ -1,13 +1,12 @@
 """The in-memory view of one graph: vector tables, entry/anchor/episode adjacency and filter columns.
 
-Loaded lazily from SQLite on first use and updated by the store after each committed
+Loaded lazily from the database (SQLite or PostgreSQL) on first use and updated by the store after each committed
 mutation, so search and frontier never touch the database.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +15,7 @@ import numpy as np
 
 from memora_rl.memory import ann_files
 from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.database import SqlConnection
 from memora_rl.memory.vectors import VectorTable
 from memora_rl.turn_ids import TurnKey, turn_key
 
@@ -244,7 +244,7 @@ def _blobs_to_matrix(blobs: list[bytes], dim: int) -> np.ndarray:
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
 
 
-def load_graph_cache(conn: sqlite3.Connection, graph_id: str, dim: int, config: StoreConfig) -> GraphCache:
+def load_graph_cache(conn: SqlConnection, graph_id: str, dim: int, config: StoreConfig) -> GraphCache:
     """Read one graph's vectors, links and filter columns from the database."""
     cache = GraphCache(dim=dim, config=config)
     rows = conn.execute(

@@ -1,10 +1,13 @@
-"""Consistency checks of a store file: SQLite's own checks plus the graph's invariants."""
+"""Consistency checks of a store file: SQLite's own checks plus the graph's invariants.
+
+The invariants (`GRAPH_INVARIANTS`) are portable SQL; the PostgreSQL store runs them too (`memory.pg_schema`).
+"""
 
 from __future__ import annotations
 
 import sqlite3
 
-_INVARIANTS: list[tuple[str, str]] = [
+GRAPH_INVARIANTS: list[tuple[str, str]] = [
     (
         "anchors without entries",
         "SELECT a.graph_id || ':' || a.id FROM anchors a "
@@ -70,7 +73,7 @@ def run_integrity_checks(conn: sqlite3.Connection, dim: int | None) -> list[str]
         conn.execute("INSERT INTO entries_fts(entries_fts, rank) VALUES ('integrity-check', 1)")
     except sqlite3.DatabaseError as error:
         problems.append(f"full-text index out of sync with entries: {error}")
-    checks = _INVARIANTS + (_vector_checks(dim) if dim is not None else [])
+    checks = GRAPH_INVARIANTS + (_vector_checks(dim) if dim is not None else [])
     for name, sql in checks:
         found = [str(row[0]) for row in conn.execute(sql)]
         if found:

@@ -1,10 +1,14 @@
-"""Row-level reads and writes of the graph store; callers own the transaction around them."""
+"""Row-level reads and writes of the graph store; callers own the transaction around them.
+
+The SQL is the subset SQLite and PostgreSQL both read (see `memory.database`): `?` placeholders,
+`ON CONFLICT`, `RETURNING`, and vectors as `VectorBytes` (float32 bytes; a BLOB in SQLite, a
+pgvector `vector` in PostgreSQL).
+"""
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from memora_rl.errors import GraphError
+from memora_rl.memory.database import SqlConnection
 from memora_rl.memory.records import CueAnchor, Episode, MemoryEntry, ValueVersion
 
 _CHUNK = 900  # stays under SQLite's default limit of bound parameters
@@ -35,9 +40,17 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def blob(vector: np.ndarray) -> bytes:
+class VectorBytes(bytes):
+    """The float32 bytes of one vector as a statement parameter.
+
+    SQLite stores them as a BLOB; the PostgreSQL connection sends them as a pgvector `vector`
+    (its own type, so no other bytes parameter is ever taken for a vector).
+    """
+
+
+def blob(vector: np.ndarray) -> VectorBytes:
     """float32 bytes of a vector."""
-    return np.asarray(vector, dtype=np.float32).tobytes()
+    return VectorBytes(np.asarray(vector, dtype=np.float32).tobytes())
 
 
 def chunks(items: Sequence, size: int = _CHUNK) -> Iterator[Sequence]:
@@ -46,14 +59,15 @@ def chunks(items: Sequence, size: int = _CHUNK) -> Iterator[Sequence]:
         yield items[start : start + size]
 
 
-def ensure_graph(conn: sqlite3.Connection, graph_id: str) -> None:
+def ensure_graph(conn: SqlConnection, graph_id: str) -> None:
     """Create the graph row if missing."""
     conn.execute(
-        "INSERT OR IGNORE INTO graphs(graph_id, created_at) VALUES (?, ?)", (graph_id, datetime.now().isoformat())
+        "INSERT INTO graphs(graph_id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        (graph_id, datetime.now().isoformat()),
     )
 
 
-def allocate_ids(conn: sqlite3.Connection, graph_id: str, column: str, prefix: str, count: int) -> list[str]:
+def allocate_ids(conn: SqlConnection, graph_id: str, column: str, prefix: str, count: int) -> list[str]:
     """Reserve `count` fresh ids (`e12`, `a40`) from the graph's counter."""
     (end,) = conn.execute(
         f"UPDATE graphs SET {column} = {column} + ? WHERE graph_id = ? RETURNING {column}", (count, graph_id)
@@ -61,14 +75,18 @@ def allocate_ids(conn: sqlite3.Connection, graph_id: str, column: str, prefix: s
     return [f"{prefix}{n}" for n in range(end - count, end)]
 
 
-def bump_counter(conn: sqlite3.Connection, graph_id: str, column: str, prefix: str, ids: Sequence[str]) -> None:
+def bump_counter(conn: SqlConnection, graph_id: str, column: str, prefix: str, ids: Sequence[str]) -> None:
     """Move a counter past imported ids of the form `<prefix><n>` so new ids never collide."""
     numbers = [int(i[len(prefix) :]) for i in ids if i.startswith(prefix) and i[len(prefix) :].isdigit()]
     if numbers:
-        conn.execute(f"UPDATE graphs SET {column} = max({column}, ?) WHERE graph_id = ?", (max(numbers) + 1, graph_id))
+        after = max(numbers) + 1
+        conn.execute(
+            f"UPDATE graphs SET {column} = CASE WHEN {column} < ? THEN ? ELSE {column} END WHERE graph_id = ?",
+            (after, after, graph_id),
+        )
 
 
-def next_seq(conn: sqlite3.Connection, table: str) -> int:
+def next_seq(conn: SqlConnection, table: str) -> int:
     """The next free integer primary key of `table` (safe inside a write transaction)."""
     return conn.execute(f"SELECT COALESCE(MAX(seq), 0) + 1 FROM {table}").fetchone()[0]
 
@@ -84,7 +102,7 @@ class AnchorRef:
 
 
 def ensure_anchors(
-    conn: sqlite3.Connection, graph_id: str, texts: Sequence[str], vectors: Mapping[str, np.ndarray]
+    conn: SqlConnection, graph_id: str, texts: Sequence[str], vectors: Mapping[str, np.ndarray]
 ) -> dict[str, AnchorRef]:
     """Find or create one anchor per normalised text; `vectors` maps normalised text -> unit vector."""
     wanted = list(dict.fromkeys(normalise_anchor(t) for t in texts if normalise_anchor(t)))
@@ -109,7 +127,7 @@ def ensure_anchors(
     return found
 
 
-def prune_anchors(conn: sqlite3.Connection, anchor_seqs: Sequence[int]) -> list[str]:
+def prune_anchors(conn: SqlConnection, anchor_seqs: Sequence[int]) -> list[str]:
     """Delete those of `anchor_seqs` left without entries; returns the deleted anchor ids."""
     pruned: list[str] = []
     for part in chunks(list(anchor_seqs)):
@@ -126,7 +144,7 @@ def prune_anchors(conn: sqlite3.Connection, anchor_seqs: Sequence[int]) -> list[
 
 
 def insert_entries(
-    conn: sqlite3.Connection,
+    conn: SqlConnection,
     entries: Sequence[MemoryEntry],
     abstraction_vectors: np.ndarray,
     value_vectors: np.ndarray,
@@ -153,7 +171,7 @@ def insert_entries(
     return seqs
 
 
-def append_history(conn: sqlite3.Connection, entry_seq: int, versions: Sequence[ValueVersion], start: int) -> None:
+def append_history(conn: SqlConnection, entry_seq: int, versions: Sequence[ValueVersion], start: int) -> None:
     """Append value versions to an entry's history at positions start, start+1, ..."""
     conn.executemany(
         "INSERT INTO entry_history(entry_seq, position, value, abstraction, source_turn_ids, recorded_at) "
@@ -165,12 +183,12 @@ def append_history(conn: sqlite3.Connection, entry_seq: int, versions: Sequence[
     )
 
 
-def link_entry_anchors(conn: sqlite3.Connection, pairs: Sequence[tuple[int, int]]) -> None:
+def link_entry_anchors(conn: SqlConnection, pairs: Sequence[tuple[int, int]]) -> None:
     """Insert (entry_seq, anchor_seq) links, ignoring ones that exist."""
-    conn.executemany("INSERT OR IGNORE INTO entry_anchors(entry_seq, anchor_seq) VALUES (?,?)", pairs)
+    conn.executemany("INSERT INTO entry_anchors(entry_seq, anchor_seq) VALUES (?,?) ON CONFLICT DO NOTHING", pairs)
 
 
-def entry_seqs(conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str]) -> dict[str, int]:
+def entry_seqs(conn: SqlConnection, graph_id: str, entry_ids: Sequence[str]) -> dict[str, int]:
     """Map entry ids of a graph to seqs (missing ids are absent)."""
     found: dict[str, int] = {}
     for part in chunks(list(entry_ids)):
@@ -181,7 +199,7 @@ def entry_seqs(conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str]
     return found
 
 
-def abstractions_by_id(conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str]) -> dict[str, str]:
+def abstractions_by_id(conn: SqlConnection, graph_id: str, entry_ids: Sequence[str]) -> dict[str, str]:
     """Abstractions of a graph's entries by id (missing ids are absent)."""
     found: dict[str, str] = {}
     for part in chunks(list(entry_ids)):
@@ -194,17 +212,19 @@ def abstractions_by_id(conn: sqlite3.Connection, graph_id: str, entry_ids: Seque
     return found
 
 
-def write_receipt(conn: sqlite3.Connection, graph_id: str, receipt: str) -> None:
+def write_receipt(conn: SqlConnection, graph_id: str, receipt: str) -> None:
     """Record that an upsert with this receipt was written into the graph (in the caller's transaction)."""
-    conn.execute("INSERT OR IGNORE INTO upsert_receipts(graph_id, receipt) VALUES (?, ?)", (graph_id, receipt))
+    conn.execute(
+        "INSERT INTO upsert_receipts(graph_id, receipt) VALUES (?, ?) ON CONFLICT DO NOTHING", (graph_id, receipt)
+    )
 
 
-def read_receipts(conn: sqlite3.Connection, graph_id: str) -> set[str]:
+def read_receipts(conn: SqlConnection, graph_id: str) -> set[str]:
     """Every upsert receipt recorded in a graph."""
     return {row[0] for row in conn.execute("SELECT receipt FROM upsert_receipts WHERE graph_id = ?", (graph_id,))}
 
 
-def read_entries(conn: sqlite3.Connection, graph_id: str, seqs: Sequence[int]) -> dict[int, MemoryEntry]:
+def read_entries(conn: SqlConnection, graph_id: str, seqs: Sequence[int]) -> dict[int, MemoryEntry]:
     """Full entries (history, episodes, anchor ids) by seq."""
     result: dict[int, MemoryEntry] = {}
     for part in chunks(list(seqs)):
@@ -230,13 +250,16 @@ def read_entries(conn: sqlite3.Connection, graph_id: str, seqs: Sequence[int]) -
             list(part),
         ):
             extra[seq]["anchor_ids"].append(anchor_id)
-        # `+graph_id` keeps SQLite on the seq primary key: with the (graph_id, id) index it scanned the whole graph.
+        # The graph is checked here, not in SQL: `graph_id = ?` took SQLite off the seq primary key
+        # onto the (graph_id, id) index, a scan of the whole graph.
         for row in conn.execute(
-            "SELECT seq, id, abstraction, value, kind, speaker, source_turn_ids, created_at, updated_at "
-            f"FROM entries WHERE seq IN ({marks}) AND +graph_id = ?",
-            [*part, graph_id],
+            "SELECT seq, id, abstraction, value, kind, speaker, source_turn_ids, created_at, updated_at, graph_id "
+            f"FROM entries WHERE seq IN ({marks})",
+            list(part),
         ):
             seq = row[0]
+            if row[9] != graph_id:
+                continue
             result[seq] = MemoryEntry(
                 id=row[1], graph_id=graph_id, abstraction=row[2], value=row[3], kind=row[4], speaker=row[5],
                 source_turn_ids=json.loads(row[6]), created_at=row[7], updated_at=row[8], **extra[seq],
@@ -244,9 +267,7 @@ def read_entries(conn: sqlite3.Connection, graph_id: str, seqs: Sequence[int]) -
     return result
 
 
-def entries_by_id(
-    conn: sqlite3.Connection, graph_id: str, entry_ids: Sequence[str], store: object
-) -> list[MemoryEntry]:
+def entries_by_id(conn: SqlConnection, graph_id: str, entry_ids: Sequence[str], store: object) -> list[MemoryEntry]:
     """Entries by id, in the order asked; unknown ids raise `GraphError` naming the `store`."""
     seqs = entry_seqs(conn, graph_id, entry_ids)
     missing = [entry_id for entry_id in entry_ids if entry_id not in seqs]
@@ -272,7 +293,7 @@ def _episode(graph_id: str, row: Sequence) -> Episode:
 _EPISODE_COLUMNS = "id, text, title, source_turn_ids, start_time, end_time"
 
 
-def read_episodes(conn: sqlite3.Connection, graph_id: str, episode_ids: Sequence[str] | None = None) -> list[Episode]:
+def read_episodes(conn: SqlConnection, graph_id: str, episode_ids: Sequence[str] | None = None) -> list[Episode]:
     """All episodes of a graph in insertion order, or those of `episode_ids` in the order asked (unknown: skipped)."""
     if episode_ids is None:
         return [
@@ -291,7 +312,7 @@ def read_episodes(conn: sqlite3.Connection, graph_id: str, episode_ids: Sequence
     return [found[episode_id] for episode_id in episode_ids if episode_id in found]
 
 
-def read_anchors(conn: sqlite3.Connection, graph_id: str) -> list[CueAnchor]:
+def read_anchors(conn: SqlConnection, graph_id: str) -> list[CueAnchor]:
     """All anchors of a graph with their entry ids, in insertion order."""
     members: dict[int, list[str]] = {}
     for anchor_seq, entry_id in conn.execute(
@@ -308,7 +329,7 @@ def read_anchors(conn: sqlite3.Connection, graph_id: str) -> list[CueAnchor]:
     ]
 
 
-def graph_counts(conn: sqlite3.Connection, graph_id: str) -> dict[str, int]:
+def graph_counts(conn: SqlConnection, graph_id: str) -> dict[str, int]:
     """Counts of entries, anchors, episodes, links and history versions of a graph."""
     one = conn.execute
     return {

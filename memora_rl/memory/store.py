@@ -1,4 +1,4 @@
-"""The graph-store protocol: what callers may ask of any backend (SQLite now, pgvector later)."""
+"""The graph-store protocol: what callers may ask of any backend (SQLite, PostgreSQL + pgvector)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import numpy as np
 from memora_rl.errors import GraphError
 from memora_rl.memory import sql_io
 from memora_rl.memory.config import StoreConfig
-from memora_rl.memory.connection import StoreConnection
+from memora_rl.memory.database import StoreDatabase
 from memora_rl.memory.records import EntryCandidate, MemoryEntry, ValueVersion
 from memora_rl.memory.store import Decider, MergeDecision, SimilarBy
 from memora_rl.memory.vectors import single_thread_blas
@@ -46,7 +46,7 @@ class UpsertPlanner:
     """Plans the create-or-updates of one store.
 
     Args:
-        db: the store's connection (reads of the similar entries).
+        db: the store's database (reads of the similar entries).
         views: the store's in-memory views (similarity search, stored vectors).
         embed: encodes texts to unit rows (n, dim), checking the store's dimension.
         config: store settings (create-or-update gamma and top-k).
@@ -54,7 +54,7 @@ class UpsertPlanner:
 
     def __init__(
         self,
-        db: StoreConnection,
+        db: StoreDatabase,
         views: GraphViews,
         embed: Callable[[Sequence[str]], np.ndarray],
         config: StoreConfig,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -72,7 +72,8 @@ class VectorTable:
 
     With `ann_file` set, a built index is saved beside the store under a fingerprint of the
     rows, and a later process with the same rows loads it instead of rebuilding
-    (layout and keys: `memory.ann_files`).
+    (layout and keys: `memory.ann_files`). With `ann_factory` set, the index is the one it
+    makes instead (the PostgreSQL store's pgvector index, `memory.pg_ann`): nothing is built.
     """
 
     def __init__(self, dim: int, config: StoreConfig, capacity: int = 1024) -> None:
@@ -85,6 +86,7 @@ class VectorTable:
         self._ann: object | None = None
         self.ann_file: Path | None = None  # prefix of saved indexes, `<prefix>.<fingerprint>.usearch`
         self._ann_saved = False  # the index on disk matches the one in memory
+        self.ann_factory: Callable[[], object] | None = None  # an index kept elsewhere (add/remove/search)
 
     @property
     def matrix(self) -> np.ndarray:
@@ -173,6 +175,9 @@ class VectorTable:
 
     def _ensure_ann(self) -> None:
         """Load the saved index for these rows if there is one, else build it (and save it)."""
+        if self.ann_factory is not None:
+            self._ann, self._ann_saved = self.ann_factory(), True
+            return
         fingerprint = self.fingerprint() if self.ann_file is not None else None
         if fingerprint is not None and self._load_ann(fingerprint):
             return

@@ -10,36 +10,42 @@ to the committed rows all live here:
 4. A commit by another connection (another process, another store object on the same file)
    changes `PRAGMA data_version`; the next `get` sees that and drops every view. A view is
    loaded in one read transaction, so a commit landing mid-load cannot tear it.
-5. With `StoreConfig.ann_persist`, each view's HNSW indexes are saved in the store's `.ann`
-   folder (see `memory.ann_files`) and written out on `close`.
+5. Each loaded view is handed to the backend's `prepare` hook before use: the SQLite store
+   points its HNSW indexes at the store's `.ann` folder (with `StoreConfig.ann_persist`, see
+   `memory.ann_files`; written out on `close`), the PostgreSQL store at its pgvector indexes.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from memora_rl.errors import GraphError
-from memora_rl.memory import ann_files
 from memora_rl.memory.config import StoreConfig
-from memora_rl.memory.connection import StoreConnection
+from memora_rl.memory.database import SqlConnection, StoreDatabase
 from memora_rl.memory.graph_cache import GraphCache, load_graph_cache
+
+ViewHook = Callable[[GraphCache, str], None]
+"""Called with each freshly loaded view and its graph id, before the view is used."""
 
 
 class GraphViews:
     """The loaded views of one store's graphs, kept coherent with its database.
 
     Args:
-        db: the store's connection; its lock guards the views too.
-        config: store settings (ANN thresholds, `ann_persist`).
+        db: the store's database; its lock guards the views too.
+        config: store settings (ANN thresholds).
         dim: the store's vector dimension, asked only when a view is loaded (it may load the embedder).
+        prepare: the backend's hook for a freshly loaded view (where its ANN indexes live); None does nothing.
     """
 
-    def __init__(self, db: StoreConnection, config: StoreConfig, dim: Callable[[], int]) -> None:
+    def __init__(
+        self, db: StoreDatabase, config: StoreConfig, dim: Callable[[], int], prepare: ViewHook | None = None
+    ) -> None:
         self._db = db
         self._config = config
         self._dim = dim
+        self._prepare = prepare
         self._views: dict[str, GraphCache] = {}
         self._data_version = db.data_version()
 
@@ -66,8 +72,8 @@ class GraphViews:
                         f"it holds {self._db.graph_ids() or 'no graphs'}."
                     )
                 view = load_graph_cache(self._db.conn, graph_id, self._dim(), self._config)
-                if self._config.ann_persist:
-                    view.save_ann_in(ann_files.ann_dir(self._db.path), graph_id)
+                if self._prepare is not None:
+                    self._prepare(view, graph_id)
                 self._views[graph_id] = view
             return view
 
@@ -80,10 +86,10 @@ class GraphViews:
         self._views.pop(graph_id, None)
 
     @contextmanager
-    def transaction(self, batch: bool = False) -> Iterator[sqlite3.Connection]:
+    def transaction(self, batch: bool = False) -> Iterator[SqlConnection]:
         """A write transaction of the store; on any error it rolls back and drops every view.
 
-        `batch`: a transaction that this thread's later writes join (`StoreConnection.batch`).
+        `batch`: a transaction that this thread's later writes join (`StoreDatabase.batch`).
         """
         with self._db.lock:
             try:

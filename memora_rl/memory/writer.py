@@ -1,6 +1,6 @@
-"""Mutations of the SQLite graph store: episodes, create-or-update, anchors, delete, bulk loads.
+"""Mutations of a graph store (SQLite or PostgreSQL): episodes, create-or-update, anchors, delete, bulk loads.
 
-`SQLiteGraphStore` owns one `GraphWriter` and hands it its write calls. Each public method
+Each store owns one `GraphWriter` and hands it its write calls. Each public method
 embeds what it needs first, then writes in one transaction, then patches the graph's view
 if it is loaded (the coherence rules are in `memory.views`). What a create-or-update writes
 is planned by `UpsertPlanner` (`memory.upsert_plan`).
@@ -9,15 +9,15 @@ is planned by `UpsertPlanner` (`memory.upsert_plan`).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
 from memora_rl.errors import GraphError
-from memora_rl.memory import sql_io
+from memora_rl.memory import graph_rows, sql_io
+from memora_rl.memory.bm25 import KeywordIndex
 from memora_rl.memory.config import StoreConfig
-from memora_rl.memory.connection import StoreConnection
+from memora_rl.memory.database import SqlConnection, StoreDatabase
 from memora_rl.memory.graph_cache import EntryRow, GraphCache, episode_label, timestamp
 from memora_rl.memory.records import CueAnchor, EntryCandidate, Episode, MemoryEntry
 from memora_rl.memory.store import Decider, SimilarBy, UpsertResult
@@ -30,23 +30,26 @@ class GraphWriter:
     """The write operations of one store.
 
     Args:
-        db: the store's connection (transactions, recorded dimension).
+        db: the store's database (transactions, recorded dimension).
         views: the store's in-memory views, patched after each commit.
         embed: encodes texts to unit rows (n, dim), checking the store's dimension.
         config: store settings (create-or-update gamma and top-k).
+        keywords: the backend's keyword index, told of every entry text written (`bm25.KeywordIndex`).
     """
 
     def __init__(
         self,
-        db: StoreConnection,
+        db: StoreDatabase,
         views: GraphViews,
         embed: Callable[[Sequence[str]], np.ndarray],
         config: StoreConfig,
+        keywords: KeywordIndex,
     ) -> None:
         self._db = db
         self._views = views
         self._embed = embed
         self.config = config
+        self._keywords = keywords
         self._planner = UpsertPlanner(db, views, embed, config)
 
     def add_episode(self, episode: Episode) -> Episode:
@@ -162,7 +165,7 @@ class GraphWriter:
 
     def _write_create(
         self,
-        conn: sqlite3.Connection,
+        conn: SqlConnection,
         graph_id: str,
         plan: UpsertPlan,
         anchor_vectors: dict[str, np.ndarray],
@@ -172,13 +175,14 @@ class GraphWriter:
         sql_io.ensure_graph(conn, graph_id)
         (plan.entry.id,) = sql_io.allocate_ids(conn, graph_id, "next_entry", "e", 1)
         (seq,) = sql_io.insert_entries(conn, [plan.entry], plan.abstraction_vector[None], plan.value_vector[None])
+        self._keywords.index(conn, graph_id, [(seq, plan.entry.abstraction, plan.entry.value)])
         anchors = sql_io.ensure_anchors(conn, graph_id, plan.anchor_texts, anchor_vectors)
         sql_io.link_entry_anchors(conn, [(seq, ref.seq) for ref in anchors.values()])
         return seq, anchors
 
     def _write_merge(
         self,
-        conn: sqlite3.Connection,
+        conn: SqlConnection,
         graph_id: str,
         plan: UpsertPlan,
         anchor_vectors: dict[str, np.ndarray],
@@ -201,6 +205,7 @@ class GraphWriter:
             (merged.abstraction, merged.value, json.dumps(merged.source_turn_ids), sql_io.iso(merged.updated_at),
              sql_io.blob(plan.abstraction_vector), sql_io.blob(plan.value_vector), seq),
         )  # fmt: skip
+        self._keywords.index(conn, graph_id, [(seq, merged.abstraction, merged.value)])
         sql_io.append_history(conn, seq, [plan.old], start=len(target.history))
         added = merged.episode_ids[len(target.episode_ids) :]
         conn.executemany(
@@ -335,12 +340,37 @@ class GraphWriter:
                 entry.graph_id = graph_id
             sql_io.bump_counter(conn, graph_id, "next_entry", "e", [e.id for e in entries])
             seqs = sql_io.insert_entries(conn, entries, abstraction_vectors, value_vectors)
+            self._keywords.index(
+                conn, graph_id, [(q, e.abstraction, e.value) for q, e in zip(seqs, entries, strict=True)]
+            )
             anchors = sql_io.ensure_anchors(conn, graph_id, all_texts, vectors)
             links = {(seq, anchors[n].seq) for seq, texts in zip(seqs, anchor_texts, strict=True)
                      for n in map(sql_io.normalise_anchor, texts) if n}  # fmt: skip
             sql_io.link_entry_anchors(conn, sorted(links))
         self._views.drop(graph_id)  # reloaded on next use
         return [entry.id for entry in entries]
+
+    def write_graph_rows(self, rows: graph_rows.GraphRows) -> None:
+        """Insert a whole graph read by `BaseGraphStore.graph_rows` (ids, counters, vectors kept), in one transaction.
+
+        Raises:
+            GraphError: the graph exists here already, or its vectors have another dimension than this store's.
+        """
+        with self._views.transaction() as conn:
+            if self._db.has_graph(rows.graph_id):
+                raise GraphError(
+                    f"Graph {rows.graph_id!r} already exists in {self._db.path}; copy into another store "
+                    "or drop the graph there first."
+                )
+            if rows.dim is not None:
+                if self._db.dim is not None and self._db.dim != rows.dim:
+                    raise GraphError(
+                        f"Graph {rows.graph_id!r} holds {rows.dim}-d vectors, store {self._db.path} holds "
+                        f"{self._db.dim}-d ones. Copy it into a store built with the same embedder."
+                    )
+                self._db.record_dim(conn, rows.dim)
+            self._keywords.index(conn, rows.graph_id, graph_rows.insert_graph_rows(conn, rows))
+        self._views.drop(rows.graph_id)
 
 
 def _unit_rows(vectors: np.ndarray, count: int, name: str) -> np.ndarray:

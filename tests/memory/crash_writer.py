@@ -1,6 +1,7 @@
 """Child process of the crash-consistency test: writes entries forever until killed.
 
-Every entry's value names its anchors, so the parent can check that no entry lost one.
+Every entry's value names its anchors, so the parent can check that no entry lost one. The store is
+a SQLite file or a postgresql:// URL (`open_store`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memora_rl.memory import EntryCandidate, SQLiteGraphStore, StoreConfig, same_speaker_merge
+from memora_rl.memory import EntryCandidate, StoreConfig, open_store, same_speaker_merge
 
 
 def vector(text: str) -> np.ndarray:
@@ -27,8 +28,8 @@ def candidate(step: int) -> EntryCandidate:
     )
 
 
-def main(path: str, progress: str, start: int) -> None:
-    store = SQLiteGraphStore(path, config=StoreConfig(bm25=False))
+def main(location: str, progress: str, start: int) -> None:
+    store = open_store(location, config=StoreConfig(bm25=False))
     step = start
     while True:
         if step % 10 == 9:

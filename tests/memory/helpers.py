@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import uuid
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+
+from memora_rl.memory import open_store
+
+_SCHEMAS = itertools.count()
+_RUN = uuid.uuid4().hex[:8]
+"""Names this process's schemas apart from other workers' and earlier runs' on a shared server."""
 
 
 def random_unit(rng: np.random.Generator, count: int, dim: int = 384) -> np.ndarray:
@@ -15,3 +27,52 @@ def perturb(rng: np.random.Generator, vectors: np.ndarray, noise: float) -> np.n
     """Unit vectors near `vectors` (queries with a known true neighbour)."""
     noisy = vectors + noise * rng.standard_normal(vectors.shape).astype(np.float32) / np.sqrt(vectors.shape[1])
     return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+
+
+def with_schema(url: str, schema: str) -> str:
+    """`url` whose connections use `schema` (created beforehand) as their current schema."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+class StoreFactory:
+    """Opens stores of one backend by name; within a test the same name is the same store.
+
+    Args:
+        backend: `sqlite` or `postgres`.
+        folder: the test's temp folder (SQLite files).
+        postgres_url: the session's server (PostgreSQL), else None.
+    """
+
+    def __init__(self, backend: str, folder: Path, postgres_url: str | None) -> None:
+        self.backend = backend
+        self._folder = folder
+        self._postgres_url = postgres_url
+        self._locations: dict[str, str | Path] = {}
+        self._opened: list[Any] = []
+
+    def location(self, name: str = "graph") -> str | Path:
+        """Where the store `name` lives: a file, or a URL whose schema was made for it."""
+        if name not in self._locations:
+            if self.backend == "sqlite":
+                self._locations[name] = self._folder / f"{name}.sqlite"
+            else:
+                import psycopg
+
+                assert self._postgres_url is not None
+                schema = f"t{_RUN}_{next(_SCHEMAS)}_{name.replace('-', '_')}"
+                with psycopg.connect(self._postgres_url, autocommit=True) as conn:
+                    conn.execute(f"CREATE SCHEMA {schema}")
+                self._locations[name] = with_schema(self._postgres_url, schema)
+        return self._locations[name]
+
+    def open(self, name: str = "graph", **kwargs: Any) -> Any:
+        """Open (creating on first use) the store `name`; closed at the end of the test if still open."""
+        store = open_store(self.location(name), **kwargs)
+        self._opened.append(store)
+        return store
+
+    def close_all(self) -> None:
+        """Close what the test left open (closing twice is harmless for SQLite and PostgreSQL stores)."""
+        for store in self._opened:
+            with contextlib.suppress(Exception):  # already closed by the test
+                store.close()

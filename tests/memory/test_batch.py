@@ -1,22 +1,19 @@
-"""`SQLiteGraphStore.batch()`: one transaction per batch on a real SQLite store (a failure leaves nothing)."""
+"""`batch()`: one transaction per batch on a real store of each backend (a failure leaves nothing)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from memora_rl.errors import GraphError
-from memora_rl.memory import EntryCandidate, Episode, always_create, open_store
+from memora_rl.memory import EntryCandidate, Episode, always_create
 
 
 def _candidate(text: str) -> EntryCandidate:
     return EntryCandidate(abstraction=f"fact {text}", value=f"The {text} is stored.", anchors=[f"fact + {text}"])
 
 
-def test_failed_batch_rolls_back_everything(tmp_path: Path, embedder) -> None:
-    path = tmp_path / "batch.sqlite"
-    store = open_store(path, embedder=embedder)
+def test_failed_batch_rolls_back_everything(stores, embedder) -> None:
+    store = stores.open("batch", embedder=embedder)
     store.upsert_entry("g", _candidate("kept"), always_create)
     with pytest.raises(RuntimeError, match="injected"), store.batch():
         store.add_episode(Episode(id="ep-1", graph_id="g", text="a half batch"))
@@ -31,11 +28,10 @@ def test_failed_batch_rolls_back_everything(tmp_path: Path, embedder) -> None:
     store.close()
 
 
-def test_batch_commits_once_and_readers_see_it_only_after(tmp_path: Path, embedder) -> None:
-    path = tmp_path / "batch.sqlite"
-    writer = open_store(path, embedder=embedder)
+def test_batch_commits_once_and_readers_see_it_only_after(stores, embedder) -> None:
+    writer = stores.open("batch", embedder=embedder)
     writer.upsert_entry("g", _candidate("first"), always_create)
-    reader = open_store(path, embedder=embedder)
+    reader = stores.open("batch", embedder=embedder)
     with writer.batch():
         writer.upsert_entry("g", _candidate("second"), always_create)
         writer.upsert_entry("g", _candidate("third"), always_create)

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from memora_rl.memory import SQLiteGraphStore, StoreConfig
+from memora_rl.memory import StoreConfig
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run_writer(store_path: Path, progress: Path, start: int, min_steps: int) -> int:
+def _run_writer(location: str, progress: Path, start: int, min_steps: int) -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    child = subprocess.Popen([sys.executable, str(WRITER), str(store_path), str(progress), str(start)], env=env)
+    child = subprocess.Popen([sys.executable, str(WRITER), location, str(progress), str(start)], env=env)
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline:
@@ -36,7 +36,7 @@ def _run_writer(store_path: Path, progress: Path, start: int, min_steps: int) ->
     return int(progress.read_text())
 
 
-def _assert_consistent(store: SQLiteGraphStore) -> int:
+def _assert_consistent(store) -> int:
     report = store.check_integrity()
     assert report.ok, report.problems
     anchor_text = {a.id: a.text for a in store.anchors("g")}
@@ -50,14 +50,14 @@ def _assert_consistent(store: SQLiteGraphStore) -> int:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_write_leaves_a_consistent_store_and_writing_resumes(tmp_path):
-    store_path, progress = tmp_path / "crash.sqlite", tmp_path / "progress.txt"
-    last = _run_writer(store_path, progress, start=0, min_steps=60)
-    store = SQLiteGraphStore(store_path, config=StoreConfig(bm25=False))
+def test_sigkill_mid_write_leaves_a_consistent_store_and_writing_resumes(stores, tmp_path):
+    location, progress = str(stores.location("crash")), tmp_path / "progress.txt"
+    last = _run_writer(location, progress, start=0, min_steps=60)
+    store = stores.open("crash", config=StoreConfig(bm25=False))
     first_count = _assert_consistent(store)
     assert first_count > 30
     store.close()
-    _run_writer(store_path, progress, start=last + 1, min_steps=20)
-    store = SQLiteGraphStore(store_path, config=StoreConfig(bm25=False))
+    _run_writer(location, progress, start=last + 1, min_steps=20)
+    store = stores.open("crash", config=StoreConfig(bm25=False))
     assert _assert_consistent(store) > first_count
     store.close()

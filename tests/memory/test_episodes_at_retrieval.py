@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memora_rl.errors import GraphError
-from memora_rl.memory import EntryCandidate, Episode, SQLiteGraphStore, always_create
+from memora_rl.memory import EntryCandidate, Episode, always_create
+from memora_rl.memory.base_store import BaseGraphStore
 from memora_rl.memory.records import EpisodeHit, SearchHit
 
 EPISODES = [
@@ -24,7 +25,7 @@ ENTRIES = [
 
 
 @pytest.fixture
-def episodic_store(store: SQLiteGraphStore) -> tuple[SQLiteGraphStore, list[str]]:
+def episodic_store(store: BaseGraphStore) -> tuple[BaseGraphStore, list[str]]:
     for episode_id, title, text in EPISODES:
         store.add_episode(Episode(id=episode_id, graph_id="g", title=title, text=text))
     ids = []
@@ -107,10 +108,10 @@ def test_an_anchor_link_labels_an_entry_also_reached_by_episode(episodic_store):
     assert [(item.entry_id, item.via, item.anchor_text) for item in items] == [(ids[1], "anchor", "Alice + job")]
 
 
-def test_episode_links_survive_reopening(episodic_store, tmp_path, embedder):
+def test_episode_links_survive_reopening(episodic_store, stores, embedder):
     store, ids = episodic_store
     store.close()
-    with SQLiteGraphStore(tmp_path / "graph.sqlite", embedder=embedder) as reopened:
+    with stores.open("graph", embedder=embedder) as reopened:
         items = reopened.frontier("g", [ids[1]], [], "Alice", links=("episode",))
         assert [(item.entry_id, item.anchor_text) for item in items] == [(ids[0], "Alice's first week at Nova")]
         assert reopened.search("g", "beagle puppy", k=1, kinds=("episode",))[0].episode_id == "ep-pet"

@@ -6,11 +6,11 @@ from datetime import datetime
 import pytest
 
 from memora_rl.errors import DataError
-from memora_rl.memory import EntryCandidate, Episode, SQLiteGraphStore, same_speaker_merge
+from memora_rl.memory import EntryCandidate, Episode, same_speaker_merge
 from memora_rl.memory.jsonl import export_jsonl, import_jsonl
 
 
-def test_jsonl_round_trip(store, tmp_path, embedder):
+def test_jsonl_round_trip(store, stores, tmp_path, embedder):
     store.add_episode(
         Episode(id="ep1", graph_id="g", text="a chat", source_turn_ids=["D1:1"], start_time=datetime(2026, 1, 2))
     )
@@ -33,7 +33,7 @@ def test_jsonl_round_trip(store, tmp_path, embedder):
     lines = export_jsonl(store, path)
     assert lines == 1 + 1 + 1 + 1 + 1 + 1 + 1  # graph g, episode, anchor, entry; graph h, anchor, entry
     assert all("type" in json.loads(line) for line in path.read_text().splitlines())
-    copy = SQLiteGraphStore(tmp_path / "copy.sqlite", embedder=embedder)
+    copy = stores.open("copy", embedder=embedder)
     counts = import_jsonl(copy, path)
     assert counts == {"graph": 2, "episode": 1, "anchor": 2, "entry": 2}
     for graph_id in ["g", "h"]:

@@ -192,15 +192,15 @@ def test_bulk_add_is_one_transaction_and_reuses_anchors(vector_store):
     assert vector_store.check_integrity().ok
 
 
-def test_second_connection_sees_commits_of_the_first(tmp_path):
+def test_second_connection_sees_commits_of_the_first(stores):
     import numpy as np
 
-    from memora_rl.memory import SQLiteGraphStore, StoreConfig
+    from memora_rl.memory import StoreConfig
     from tests.memory.helpers import random_unit
 
     rng = np.random.default_rng(3)
-    writer = SQLiteGraphStore(tmp_path / "shared.sqlite", config=StoreConfig(bm25=False))
-    reader = SQLiteGraphStore(tmp_path / "shared.sqlite", config=StoreConfig(bm25=False))
+    writer = stores.open("shared", config=StoreConfig(bm25=False))
+    reader = stores.open("shared", config=StoreConfig(bm25=False))
     vectors = random_unit(rng, 2)
     anchors = {"x": random_unit(rng, 1)[0]}
     (first,) = writer.add_entries_bulk(

@@ -38,7 +38,9 @@ def test_foreign_sqlite_file_and_folder_are_rejected(tmp_path):
         open_store(junk)
 
 
-def test_integrity_check_finds_planted_problems(store: SQLiteGraphStore):
+def test_integrity_check_finds_planted_problems(tmp_path, embedder):
+    """SQLite's checks (PostgreSQL's: test_postgres_store)."""
+    store = SQLiteGraphStore(tmp_path / "graph.sqlite", embedder=embedder)
     entry = store.upsert_entry("g", EntryCandidate(abstraction="a", value="b", anchors=["x + y"]), always_create).entry
     assert store.check_integrity().ok
     conn = store._db.conn
@@ -52,12 +54,14 @@ def test_integrity_check_finds_planted_problems(store: SQLiteGraphStore):
     assert "links to a missing entry" in text
     assert "anchors whose vector is not 384-d" in text
     assert entry.id
+    store.close()
 
 
-def test_failed_transaction_rolls_back_everything(store: SQLiteGraphStore):
+def test_failed_transaction_rolls_back_everything(store, backend):
     store.upsert_entry("g", EntryCandidate(abstraction="a", value="b", anchors=["x"]), always_create)
     before = store.stats("g")
-    with pytest.raises(sqlite3.IntegrityError), store._views.transaction() as conn:
+    duplicate = sqlite3.IntegrityError if backend == "sqlite" else pytest.importorskip("psycopg").errors.UniqueViolation
+    with pytest.raises(duplicate), store._views.transaction() as conn:
         conn.execute("DELETE FROM entries WHERE graph_id='g'")
         conn.execute("INSERT INTO graphs(graph_id) VALUES ('g')")  # duplicate key -> error
     assert store.stats("g") == before

@@ -89,13 +89,11 @@ def test_query_terms_are_plain_index_terms():
     assert [term for word in query_words('AND OR NOT "x"') for term in fts_terms(word)] == ["and", "or", "not", "x"]
 
 
-def test_bm25_drops_common_words_only_in_large_stores(facts_store, embedder):
+def test_bm25_drops_common_words_only_in_large_stores(facts_store, embedder, stores):
     store, ids = facts_store
     words = query_words("Alice Lisbon zebra")
     assert store._search.query_terms(store._cache("g"), "g", words) == words  # 6 entries: below ann_threshold
-    pruning = SQLiteGraphStore(
-        store.path, embedder=embedder, config=StoreConfig(ann_threshold=1, bm25_max_doc_share=0.4)
-    )
+    pruning = stores.open("graph", embedder=embedder, config=StoreConfig(ann_threshold=1, bm25_max_doc_share=0.4))
     view = pruning._cache("g")
     assert pruning._search.query_terms(view, "g", words) == ["lisbon", "zebra"]  # "alice" is in 3 of 6 entries
     assert pruning._search.query_terms(view, "g", ["alice"]) == ["alice"]  # never an empty query
@@ -109,7 +107,7 @@ def test_bm25_channel_finds_rare_word(facts_store):
     assert hits[0].entry_id == ids[3]
 
 
-def _bulk(store: SQLiteGraphStore, rng: np.random.Generator, count: int) -> tuple[list[str], np.ndarray]:
+def _bulk(store, rng: np.random.Generator, count: int) -> tuple[list[str], np.ndarray]:
     vectors = random_unit(rng, count)
     anchors = {f"anchor {i}": v for i, v in enumerate(random_unit(rng, count // 5))}
     cands = [
@@ -120,14 +118,15 @@ def _bulk(store: SQLiteGraphStore, rng: np.random.Generator, count: int) -> tupl
 
 
 @pytest.mark.slow
-def test_ann_path_agrees_with_exact_recall_at_10(tmp_path):
+def test_ann_path_agrees_with_exact_recall_at_10(stores):
+    """usearch on SQLite, pgvector's HNSW index on PostgreSQL: both near the exact top 10 and following deletes."""
     rng = np.random.default_rng(1)
-    exact = SQLiteGraphStore(tmp_path / "a.sqlite", config=StoreConfig(bm25=False))
+    exact = stores.open("a", config=StoreConfig(bm25=False))
     _, vectors = _bulk(exact, rng, 3000)
     # random vectors are HNSW's hardest case: fetch 4x the depth (the default's 2x is measured
     # on real embeddings by benchmarks/ann_recall.py)
     config = StoreConfig(bm25=False, ann_threshold=100, ann_oversample=4)
-    approx = SQLiteGraphStore(tmp_path / "a.sqlite", config=config)
+    approx = stores.open("a", config=config)
     queries = perturb(rng, vectors[rng.choice(len(vectors), 50, replace=False)], noise=1.0)
     recalls = []
     for query in queries:

@@ -1,5 +1,8 @@
 """Store faults: a process killed inside a write, two processes writing at once, a bad `<store>.ann/` folder.
 
+The first two, and a view load across another connection's commit, run on both backends
+(`stores`); the saved-index folder is SQLite's alone (PostgreSQL keeps its HNSW indexes in the database).
+
 Child processes get the real embedder's vectors from the parent (`FrozenEmbedder`) instead of
 loading the model themselves (about 18 s per process on this machine).
 """
@@ -11,12 +14,12 @@ import multiprocessing.connection
 import os
 import shutil
 import signal
-import sqlite3
 import traceback
 from collections.abc import Callable, Sequence
 from itertools import product
 from pathlib import Path
 from threading import Barrier, Event
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,6 +35,7 @@ from memora_rl.memory import (
     StoreConfig,
     UpsertConfig,
     ann_files,
+    open_store,
     sql_io,
 )
 from memora_rl.memory import views as views_module
@@ -137,10 +141,10 @@ def _reap(children: Sequence[multiprocessing.process.BaseProcess]) -> None:
 
 # --- 1. SIGKILL inside a write transaction ----------------------------------------------------
 def _write_then_hang(
-    path: str, vectors: dict[str, np.ndarray], inside: multiprocessing.connection.Connection, never: Event
+    location: str, vectors: dict[str, np.ndarray], inside: multiprocessing.connection.Connection, never: Event
 ) -> None:
     """Child: commit the first batch (and save its HNSW index), then hang inside the second batch's transaction."""
-    store = SQLiteGraphStore(path, embedder=FrozenEmbedder(vectors), config=KILL_CONFIG)
+    store = open_store(location, embedder=FrozenEmbedder(vectors), config=KILL_CONFIG)
     store.add_episode(EPISODE)
     store.add_entries_bulk("g", _candidates(FIRST, episode_ids=["ep1"]))
     store.search("g", FIRST[0][1], k=3)  # builds and saves the HNSW indexes of the committed rows
@@ -169,7 +173,7 @@ def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return builds
 
 
-def _top_abstraction(store: SQLiteGraphStore, query: np.ndarray) -> str:
+def _top_abstraction(store, query: np.ndarray) -> str:
     """The entry whose abstraction is nearest to `query`, through the HNSW index."""
     cache = store._cache("g")
     rows, _ = cache.abstractions.top_k(query, 1)
@@ -178,14 +182,14 @@ def _top_abstraction(store: SQLiteGraphStore, query: np.ndarray) -> str:
 
 
 def test_sigkill_inside_a_write_keeps_the_committed_batch_and_nothing_of_the_open_one(
-    tmp_path: Path, embedder: Embedder, spawn: multiprocessing.context.SpawnContext, monkeypatch: pytest.MonkeyPatch
+    stores: Any, embedder: Embedder, spawn: multiprocessing.context.SpawnContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A process killed between its inserts and COMMIT leaves exactly the last committed state, searchable."""
-    path = tmp_path / "kill.sqlite"
+    location = stores.location("kill")
     first, second = _candidates(FIRST), _candidates(SECOND)
     vectors = _frozen(embedder, [*_texts(first), *_texts(second), EPISODE.embedding_text])
     (reader, inside), never = spawn.Pipe(duplex=False), spawn.Event()
-    child = spawn.Process(target=_write_then_hang, args=(str(path), vectors, inside, never))
+    child = spawn.Process(target=_write_then_hang, args=(str(location), vectors, inside, never))
     child.start()
     try:
         assert _receive(reader, child) == "inside"
@@ -194,10 +198,11 @@ def test_sigkill_inside_a_write_keeps_the_committed_batch_and_nothing_of_the_ope
     finally:
         _reap([child])
     assert child.exitcode == -signal.SIGKILL
-    assert {"abstractions", "values"} <= set(_saved(path))  # saved by the child's first search
+    if stores.backend == "sqlite":
+        assert {"abstractions", "values"} <= set(_saved(location))  # saved by the child's first search
 
     builds = _count_builds(monkeypatch)
-    with SQLiteGraphStore(path, embedder=embedder, config=KILL_CONFIG) as store:
+    with stores.open("kill", embedder=embedder, config=KILL_CONFIG) as store:
         assert store.check_integrity().ok, store.check_integrity().problems
         entries = store.entries("g")
         assert [(e.abstraction, e.value) for e in entries] == [(c.abstraction, c.value) for c in first]
@@ -213,7 +218,7 @@ def test_sigkill_inside_a_write_keeps_the_committed_batch_and_nothing_of_the_ope
             assert view.entry_ids[store._search.bm25_ranking(view, "g", " ".join(words), 3, None)[0]] == entry.id
             assert _top_abstraction(store, vectors[candidate.abstraction]) == entry.id
             assert entry.id in [hit.entry_id for hit in store.search("g", candidate.value, k=3)]
-        assert builds == []  # the index saved before the kill matches the committed rows and was loaded
+        assert builds == []  # SQLite: the index saved before the kill was loaded; PostgreSQL: the database's
         for candidate in second:  # no row of the killed transaction: no entry, no keyword, no anchor
             assert store._search.bm25_ranking(view, "g", candidate.value.split()[-1], 3, None) == []
 
@@ -271,7 +276,7 @@ def _merge_identical(rendezvous: Callable[[], None]) -> Decider:
 
 
 def _upsert_all(
-    path: str,
+    location: str,
     writer: str,
     vectors: dict[str, np.ndarray],
     start: Barrier,
@@ -280,7 +285,7 @@ def _upsert_all(
     """Child: upsert this writer's plan (vectors given, no embedder), meeting the other writer as it goes."""
 
     def work() -> None:
-        store = SQLiteGraphStore(path, config=UPSERT_CONFIG)
+        store = open_store(location, config=UPSERT_CONFIG)
         decider = _merge_identical(lambda: start.wait(WAIT_S))
         start.wait(WAIT_S)
         for candidate in _plan(writer):
@@ -298,19 +303,19 @@ def _upsert_all(
 
 
 def test_two_processes_upserting_at_once_neither_duplicate_nor_lose_entries(
-    tmp_path: Path, embedder: Embedder, spawn: multiprocessing.context.SpawnContext
+    stores: Any, embedder: Embedder, spawn: multiprocessing.context.SpawnContext
 ) -> None:
     """Two writers deciding on the same candidates at once: one entry per abstraction, every statement kept."""
-    path = tmp_path / "shared.sqlite"
+    location = str(stores.location("shared"))
     plans = {writer: _plan(writer) for writer in OWN}
     seed = _upsert_candidate(SEED, "parent", 0)
     vectors = _frozen(embedder, [*_texts([seed]), *(t for p in plans.values() for t in _texts(p))])
-    with SQLiteGraphStore(path, embedder=embedder, config=UPSERT_CONFIG) as store:
+    with stores.open("shared", embedder=embedder, config=UPSERT_CONFIG) as store:
         store.add_entries_bulk("g", [seed])  # a non-empty graph: every upsert goes through the decider
 
     start, pipes = spawn.Barrier(2), [spawn.Pipe(duplex=False) for _ in OWN]
     children = [
-        spawn.Process(target=_upsert_all, args=(str(path), writer, vectors, start, sender), name=writer)
+        spawn.Process(target=_upsert_all, args=(location, writer, vectors, start, sender), name=writer)
         for writer, (_, sender) in zip(OWN, pipes, strict=True)
     ]
     for child in children:
@@ -321,7 +326,7 @@ def test_two_processes_upserting_at_once_neither_duplicate_nor_lose_entries(
         _reap(children)
     assert [status for status, _ in reports] == ["ok", "ok"], "\n".join(trace for _, trace in reports)
 
-    with SQLiteGraphStore(path, embedder=embedder, config=UPSERT_CONFIG) as store:
+    with stores.open("shared", embedder=embedder, config=UPSERT_CONFIG) as store:
         assert store.check_integrity().ok, store.check_integrity().problems
         entries = store.entries("g")
         abstractions = [e.abstraction for e in entries]
@@ -340,12 +345,12 @@ def test_two_processes_upserting_at_once_neither_duplicate_nor_lose_entries(
 class _CommitBeforeSecondRead:
     """A connection stand-in that lets another connection commit between the first and second statement."""
 
-    def __init__(self, conn: sqlite3.Connection, commit: Callable[[], None]) -> None:
+    def __init__(self, conn: Any, commit: Callable[[], None]) -> None:
         self._conn = conn
         self._commit: Callable[[], None] | None = commit
         self._reads = 0
 
-    def execute(self, *args: object) -> sqlite3.Cursor:
+    def execute(self, *args: Any) -> Any:
         """Run a statement, first running the other connection's commit when this is the second one."""
         self._reads += 1
         if self._reads == 2 and self._commit is not None:
@@ -354,16 +359,13 @@ class _CommitBeforeSecondRead:
         return self._conn.execute(*args)
 
 
-def test_a_view_load_sees_one_commit_not_two(
-    tmp_path: Path, embedder: Embedder, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_view_load_sees_one_commit_not_two(stores: Any, embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another connection committing while a view loads gives the view before or after it, never half of each."""
-    path = tmp_path / "torn.sqlite"
-    reader, writer = SQLiteGraphStore(path, embedder=embedder), SQLiteGraphStore(path, embedder=embedder)
+    reader, writer = stores.open("torn", embedder=embedder), stores.open("torn", embedder=embedder)
     writer.add_entries_bulk("g", _candidates(FIRST[:3]))
     load = views_module.load_graph_cache
 
-    def load_across_a_commit(conn: sqlite3.Connection, *args: object) -> object:
+    def load_across_a_commit(conn: Any, *args: object) -> object:
         return load(_CommitBeforeSecondRead(conn, lambda: writer.add_entries_bulk("g", _candidates(SECOND))), *args)
 
     monkeypatch.setattr(views_module, "load_graph_cache", load_across_a_commit)

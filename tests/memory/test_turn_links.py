@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memora_rl.embedding import Embedder
 from memora_rl.errors import GraphError
-from memora_rl.memory import EntryCandidate, SQLiteGraphStore, StoreConfig, always_create
+from memora_rl.memory import EntryCandidate, StoreConfig, always_create
+from memora_rl.memory.base_store import BaseGraphStore
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import MergeDecision
 
@@ -26,7 +26,7 @@ TURNS = [
 ]
 
 
-def fill(store: SQLiteGraphStore) -> dict[str, str]:
+def fill(store: BaseGraphStore) -> dict[str, str]:
     """Write `TURNS` into graph "g"; returns entry ids by turn id."""
     ids = {}
     for turn, speaker, abstraction, value in TURNS:
@@ -36,11 +36,11 @@ def fill(store: SQLiteGraphStore) -> dict[str, str]:
 
 
 @pytest.fixture
-def turns(store: SQLiteGraphStore) -> tuple[SQLiteGraphStore, dict[str, str]]:
+def turns(store: BaseGraphStore) -> tuple[BaseGraphStore, dict[str, str]]:
     return store, fill(store)
 
 
-def reached(store: SQLiteGraphStore, working: list[str], query: str = "Rex the dog") -> set[str]:
+def reached(store: BaseGraphStore, working: list[str], query: str = "Rex the dog") -> set[str]:
     return {item.entry_id for item in store.frontier("g", working, [], query, links=("turn",))}
 
 
@@ -62,8 +62,8 @@ def test_turn_links_are_off_unless_asked_and_an_unknown_link_names_turn_in_the_f
         store.frontier("g", [ids["D1:3"]], [], "Rex", links=("turns",))
 
 
-def test_the_window_bounds_how_far_a_turn_link_looks_for_the_speaker(tmp_path: Path, embedder: Embedder) -> None:
-    store = SQLiteGraphStore(tmp_path / "w1.sqlite", embedder=embedder, config=StoreConfig(turn_link_window=1))
+def test_the_window_bounds_how_far_a_turn_link_looks_for_the_speaker(stores, embedder: Embedder) -> None:
+    store = stores.open("w1", embedder=embedder, config=StoreConfig(turn_link_window=1))
     try:
         ids = fill(store)
         assert reached(store, [ids["D1:3"]]) == set()  # Ann's neighbours are two turns away
@@ -72,7 +72,7 @@ def test_the_window_bounds_how_far_a_turn_link_looks_for_the_speaker(tmp_path: P
         store.close()
 
 
-def test_turn_links_survive_reopening_and_follow_deletes_and_merges(tmp_path: Path, embedder: Embedder, turns) -> None:
+def test_turn_links_survive_reopening_and_follow_deletes_and_merges(stores, embedder: Embedder, turns) -> None:
     store, ids = turns
     store.delete_entry("g", ids["D1:5"])
     assert reached(store, [ids["D1:3"]]) == {ids["D1:1"]}
@@ -85,9 +85,8 @@ def test_turn_links_survive_reopening_and_follow_deletes_and_merges(tmp_path: Pa
     merged = store.upsert_entry("g", again, merge_into_first)
     assert merged.entry.id == ids["D2:1"] and not merged.created
     assert ids["D2:1"] in reached(store, [ids["D1:3"]])  # its new turn D1:7 is Ann's next after D1:3 (D1:5 is gone)
-    path = store.path
     store.close()
-    reopened = SQLiteGraphStore(path, embedder=embedder)
+    reopened = stores.open("graph", embedder=embedder)
     try:
         assert reached(reopened, [ids["D1:3"]]) == {ids["D1:1"], ids["D2:1"]}
     finally:
