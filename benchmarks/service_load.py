@@ -134,12 +134,12 @@ async def load(url: str, path: str, bodies: list[dict], concurrency: int) -> dic
 
 
 class Server:
-    """A `memora-rl serve-memory` subprocess on a free loopback port."""
+    """A `memora-rl serve-memory` subprocess on a free loopback port, without tokens (`--no-auth`: loopback only)."""
 
     def __init__(self, stores: list[Path], policy_args: list[str], port: int, start_timeout_s: float) -> None:
         executable = Path(sys.executable).with_name("memora-rl")
         store_args = [arg for store in stores for arg in ("--store", str(store))]
-        command = [str(executable), "serve-memory", *store_args, "--port", str(port), *policy_args]
+        command = [str(executable), "serve-memory", *store_args, "--port", str(port), "--no-auth", *policy_args]
         self.url = f"http://127.0.0.1:{port}"
         self.start_timeout_s = start_timeout_s
         self.log = stores[0].with_name(f"serve-{port}.log")

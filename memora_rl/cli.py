@@ -47,6 +47,7 @@ def _register_subcommands() -> None:
     from memora_rl.export.cli import export
     from memora_rl.llm.cli import models_app, serve
     from memora_rl.serve.cli import serve_memory
+    from memora_rl.serve.tokens_cli import tokens_app
     from memora_rl.training.cli import TRAIN_EPILOG, train
 
     app.add_typer(models_app, name="models")
@@ -60,6 +61,7 @@ def _register_subcommands() -> None:
     app.add_typer(experiment_app, name="experiment")
     app.command("quickstart")(quickstart)
     app.command("serve-memory")(serve_memory)
+    app.add_typer(tokens_app, name="tokens")
 
 
 def quickstart(

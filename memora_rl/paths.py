@@ -27,3 +27,8 @@ def cache_dir(name: str) -> Path:
     path = memora_home() / "cache" / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def service_tokens_path() -> Path:
+    """Default access-token file of `memora-rl serve-memory` and `memora-rl tokens` (created on first use)."""
+    return memora_home() / "serve" / "tokens.sqlite"

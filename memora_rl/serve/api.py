@@ -1,4 +1,8 @@
-"""The JSON API routes: retrieve, ingest, graph/entry/episode reads, search, tool schemas and health."""
+"""The JSON API routes: retrieve, ingest, graph/entry/episode reads, search, tool schemas and health.
+
+Each route that touches a graph first checks the caller's scope on it (`auth.require`: read, or write for
+ingest), before it looks the graph up, so a token learns nothing about graphs it may not read.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 
 from memora_rl.errors import GraphError
 from memora_rl.memory.records import Episode, MemoryEntry
+from memora_rl.serve.auth import principal_of, readable, require
 from memora_rl.serve.schemas import (
     EntryDetail,
     GraphSummary,
@@ -43,6 +48,7 @@ async def retrieve_route(body: RetrieveRequest, request: Request) -> RetrieveRes
     """Walk a graph with the served policy; returns the working set, its episodes, the walk and the context."""
     service = service_of(request)
     deadline = service.deadline()  # from the request's arrival: a wait for a worker thread counts too
+    require(request, "read", body.graph)  # 403 before anything is looked up
     service.graphs.find(body.graph)  # 404 before any work
     service.env_config(body)  # 422 for an over-long question or an out-of-range budget before any work
     return await anyio.to_thread.run_sync(service.retrieve_sync, body, service.act_via_loop(), deadline)
@@ -53,19 +59,21 @@ async def ingest_route(body: IngestRequest, request: Request) -> IngestResponse:
     """Add turns to a graph (created when new) in one transaction; says what was created, merged, replaced."""
     service = service_of(request)
     deadline = service.deadline()
+    require(request, "write", body.graph)  # a new graph too: write on its id or on every graph
     return await anyio.to_thread.run_sync(service.ingest_sync, body, deadline)  # 413 over the batch limits
 
 
 @router.get("/v1/graphs", response_model=list[GraphSummary])
 def list_graphs(request: Request) -> list[GraphSummary]:
-    """Every served graph with its counts."""
+    """Every served graph the caller may read, with its counts."""
     service = service_of(request)
-    return [service.graphs.summary(graph_id) for graph_id in service.graphs.graph_ids()]
+    return [service.graphs.summary(graph_id) for graph_id in readable(request, service.graphs.graph_ids())]
 
 
 @router.get("/v1/graphs/{graph}", response_model=GraphSummary)
 def get_graph(graph: str, request: Request) -> GraphSummary:
     """One graph's counts (404 when not served)."""
+    require(request, "read", graph)
     return service_of(request).graphs.summary(graph)
 
 
@@ -77,6 +85,7 @@ def list_entries(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[MemoryEntry]:
     """A page of a graph's entries, in insertion order."""
+    require(request, "read", graph)
     store = service_of(request).graphs.find(graph).reader
     return store.entries(graph)[offset : offset + limit]
 
@@ -100,18 +109,21 @@ def entry_detail(service: MemoryService, graph: str, entry_id: str) -> EntryDeta
 @router.get("/v1/graphs/{graph}/entries/{entry_id}", response_model=EntryDetail)
 def get_entry(graph: str, entry_id: str, request: Request) -> EntryDetail:
     """One entry: value history, anchors, linked entries and episodes (404 when absent)."""
+    require(request, "read", graph)
     return entry_detail(service_of(request), graph, entry_id)
 
 
 @router.get("/v1/graphs/{graph}/episodes", response_model=list[Episode])
 def list_episodes(graph: str, request: Request) -> list[Episode]:
     """Every episode of a graph, in insertion order."""
+    require(request, "read", graph)
     return service_of(request).graphs.find(graph).reader.episodes(graph)
 
 
 @router.get("/v1/graphs/{graph}/episodes/{episode_id}", response_model=Episode)
 def get_episode(graph: str, episode_id: str, request: Request) -> Episode:
     """One episode (404 when absent)."""
+    require(request, "read", graph)
     service = service_of(request)
     service.graphs.find(graph)
     found = service.episodes_of(graph, [episode_id])
@@ -149,10 +161,12 @@ def search_route(
     graph: str, request: Request, q: Annotated[str, Query(min_length=1)], k: Annotated[int, Query(ge=1, le=100)] = 10
 ) -> list[SearchResult]:
     """Fused search (no walk) with per-channel scores, for browsing a graph."""
+    require(request, "read", graph)
     return search_graph(service_of(request), graph, q, k)
 
 
 @router.get("/v1/tools")
-def tools_route() -> list[dict]:
+def tools_route(request: Request) -> list[dict]:
     """`retrieve` and `remember` as OpenAI tool-calling schemas (call them at /v1/retrieve and /v1/ingest)."""
+    principal_of(request)  # any valid token: the schemas hold no graph data
     return openai_tools()

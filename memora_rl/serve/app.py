@@ -1,6 +1,7 @@
 """`create_app`: the FastAPI application of serve-memory (JSON API, web page, MCP at /mcp, OpenAPI at /docs).
 
-Every request passes the host check (DNS rebinding, `hosts`), then the body limit (`limits`), before any route.
+Every request passes the host check (DNS rebinding, `hosts`), then the token check (`auth`: 401 before the body
+is read), then the body limit (`limits`), before any route; routes check the token's scopes on their graph.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from fastapi.staticfiles import StaticFiles
 
 from memora_rl.serve.api import router as api_router
 from memora_rl.serve.api_docs import make_app
+from memora_rl.serve.auth import AuthMiddleware, open_tokens
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.errors import install_error_handlers
 from memora_rl.serve.hosts import HostCheckMiddleware, transport_security
 from memora_rl.serve.limits import BodyLimitMiddleware
+from memora_rl.serve.login import router as login_router
 from memora_rl.serve.mcp_server import build_mcp_server
 from memora_rl.serve.service import MemoryService
 from memora_rl.serve.web import router as web_router
@@ -54,11 +57,14 @@ def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.tokens = open_tokens(service.config)  # None with --no-auth
     app.add_middleware(BodyLimitMiddleware, max_bytes=service.config.max_body_bytes)  # 413 before parsing
+    app.add_middleware(AuthMiddleware, tokens=app.state.tokens)  # 401 before the body is read
     app.add_middleware(HostCheckMiddleware, settings=security)  # every route, as /mcp: DNS-rebinding protection
     install_error_handlers(app)
     app.include_router(api_router)
     app.include_router(web_router)
+    app.include_router(login_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.router.routes.extend(mcp_app.routes)  # the MCP endpoint at /mcp, served by this app's lifespan
     return app

@@ -52,6 +52,16 @@ def serve_memory(
     max_ingest_turns: Annotated[int | None, config_option(ServeConfig, "max_ingest_turns")] = None,
     max_ingest_chars: Annotated[int | None, config_option(ServeConfig, "max_ingest_chars")] = None,
     request_timeout_s: Annotated[float | None, config_option(ServeConfig, "request_timeout_s")] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth", help="Serve without tokens: anyone may read and write every graph (loopback --host only)."
+        ),
+    ] = False,
+    tokens: Annotated[
+        Path | None,
+        typer.Option(help="Access-token file (`memora-rl tokens`); default $MEMORA_RL_HOME/serve/tokens.sqlite."),
+    ] = None,
 ) -> None:
     """Serve retrieval and ingest over graph stores: JSON API (/docs), web page (/), MCP tools (/mcp)."""
     from pydantic import ValidationError
@@ -65,7 +75,7 @@ def serve_memory(
             export=export, constrained=constrained,
             builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
             budget=budget, runs_dir=runs_dir, host=host, port=port, workers=workers, threads=torch_threads,
-            allowed_hosts=allowed_host or [],
+            allowed_hosts=allowed_host or [], no_auth=no_auth, tokens=tokens,
             **given(max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
                     max_ingest_turns=max_ingest_turns, max_ingest_chars=max_ingest_chars,
                     request_timeout_s=request_timeout_s),
@@ -87,7 +97,7 @@ def serve_memory(
         from memora_rl.serve.mcp_server import build_mcp_server
 
         try:
-            build_mcp_server(service).run("stdio")
+            build_mcp_server(service, local=True).run("stdio")
         finally:
             service.close()
         return
@@ -95,6 +105,7 @@ def serve_memory(
 
     from memora_rl.serve.app import CONFIG_ENV, create_app
 
+    log_access(config)
     logger.info(
         "serving %s with the %s policy at http://%s:%d/ (%d worker%s)",
         service.graphs.graph_ids(), policy, host, port, config.workers, "s" if config.workers > 1 else "",
@@ -106,3 +117,22 @@ def serve_memory(
     os.environ[CONFIG_ENV] = config.model_dump_json()
     uvicorn.run("memora_rl.serve.app:app_from_environment", factory=True, workers=config.workers,
                 host=host, port=port, log_level="warning")  # fmt: skip
+
+
+def log_access(config: ServeConfig) -> None:
+    """Say at start who may call the service: anyone on loopback (`--no-auth`), or the holders of how many tokens."""
+    from memora_rl.serve.auth import open_tokens
+
+    tokens = open_tokens(config)
+    if tokens is None:
+        logger.warning("--no-auth: anyone who can reach %s:%d reads and writes every graph.", config.host, config.port)
+        return
+    count = tokens.active_count()
+    if count == 0:
+        logger.warning(
+            "No valid token in %s: every request but /healthz will be refused (401). Create one with "
+            "`memora-rl tokens create --name NAME --scope read:* --tokens %s`, or start with --no-auth on loopback.",
+            tokens.path, tokens.path,
+        )  # fmt: skip
+    else:
+        logger.info("Requests need a token: %d valid in %s (`memora-rl tokens list`).", count, tokens.path)

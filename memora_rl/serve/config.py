@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
@@ -78,6 +79,14 @@ class ServeConfig(StrictModel):
     over them (about one per core). Ingests stay serialised across them by a file lock beside each store."""
     threads: int = Field(default=1, ge=1, le=64)
     """Threads of a query embedding (PyTorch or ONNX Runtime); 1 avoids oversubscribing cores under concurrency."""
+    no_auth: bool = False
+    """Serve without tokens: every caller may read and write every graph (one user on a laptop). Allowed only
+    when `host` is loopback (127.0.0.1, ::1, localhost); refused at start on any other interface. Off (the
+    default): every route but /healthz, the login page, /docs and static files needs a token with a scope."""
+    tokens: Path | None = None
+    """SQLite file of the access tokens (`memora-rl tokens create`), created when missing; None: the default,
+    `$MEMORA_RL_HOME/serve/tokens.sqlite`. Read on every request, so a token created or revoked while the
+    service runs takes effect at once. Unused with `no_auth`."""
 
     @model_validator(mode="after")
     def _llm_needs_endpoint(self) -> ServeConfig:
@@ -92,8 +101,28 @@ class ServeConfig(StrictModel):
                 f"export={self.export} is only read by policy=llm (got policy={self.policy}); "
                 "drop the export or serve it with policy=llm."
             )
+        if self.no_auth and not is_loopback(self.host):
+            raise ConfigError(
+                f"--no-auth lets anyone who reaches the port read and write every graph, so it is refused on "
+                f"--host {self.host} (not a loopback interface). Keep --host 127.0.0.1 for --no-auth, or drop "
+                "--no-auth and give each client a token: `memora-rl tokens create --name NAME --scope read:*`."
+            )
         if self.budget > self.max_budget:
             raise ConfigError(
                 f"budget={self.budget} exceeds max_budget={self.max_budget}; lower one or raise the other."
             )
         return self
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` serves this machine only (`localhost`, 127.0.0.0/8 or ::1).
+
+    >>> [is_loopback(host) for host in ("127.0.0.1", "localhost", "::1", "0.0.0.0", "10.0.0.5", "memory.lan")]
+    [True, True, True, False, False, False]
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name other than localhost may resolve to any interface
+        return False

@@ -2,7 +2,8 @@
 
 Every error answer has one shape, `{"error": "<field>: <reason> (fix: <what to do>)", "details": [{field,
 message, fix}, ...]}`: a body that is not JSON, or nests too deeply to parse, is 400; bad input 422; a body,
-ingest batch or question over a limit 413 or 422 (`memora_rl.serve.limits`); unknown ids and routes 404;
+ingest batch or question over a limit 413 or 422 (`memora_rl.serve.limits`); no valid token 401 (with
+`WWW-Authenticate: Bearer`), a token without the scope 403 (`memora_rl.serve.auth`); unknown ids and routes 404;
 an ingest another process raced 409; the policy's LLM down 502; a request past `request_timeout_s` 503; a
 crash 500. The HTML pages answer the same words as an HTML page (`memora_rl.serve.error_pages`). Answers
 never show the server's filesystem paths: store files and the runs folder appear by name (`hide_paths`).
@@ -22,6 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from memora_rl.errors import ConfigError, GraphError, LLMError
+from memora_rl.serve.auth import AccessError
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.error_pages import error_page, wants_html_error
 from memora_rl.serve.eval_runs import EvalRunError
@@ -100,7 +102,7 @@ LLM_FIX = (
 )
 """What to do when the policy's LLM fails (HTTP 502)."""
 
-EXPECTED_ERRORS = (ConfigError, GraphError, LLMError, EvalRunError, LimitError)
+EXPECTED_ERRORS = (ConfigError, GraphError, LLMError, EvalRunError, LimitError, AccessError)
 """Errors of bad input, a limit or a failed dependency, whose text an HTTP client or an MCP agent should read."""
 
 
@@ -170,6 +172,10 @@ async def _on_limit_error(request: Request, error: LimitError) -> Response:
     return answer(request, error.status, str(error), [error.detail()], headers)
 
 
+async def _on_access_error(request: Request, error: AccessError) -> Response:
+    return answer(request, error.status, str(error), [error.detail()], error.headers())
+
+
 async def _on_unknown_graph(request: Request, error: UnknownGraphError) -> Response:
     return answer(request, 404, str(error))
 
@@ -210,6 +216,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _on_http_error)  # type: ignore[arg-type]
     app.add_exception_handler(LimitError, _on_limit_error)  # type: ignore[arg-type]
+    app.add_exception_handler(AccessError, _on_access_error)  # type: ignore[arg-type]
     app.add_exception_handler(UnknownGraphError, _on_unknown_graph)  # type: ignore[arg-type]
     app.add_exception_handler(IngestConflictError, _on_ingest_conflict)  # type: ignore[arg-type]
     app.add_exception_handler(GraphError, _on_graph_error)  # type: ignore[arg-type]

@@ -9,6 +9,10 @@ expect (a crash), and the message of a `ToolError`. So each tool turns bad input
 over the limit, ingest conflict, the policy's LLM down, a question or batch over the service's limits,
 a request past `request_timeout_s`) into a `ToolError` carrying the words the HTTP API answers: the
 field and the fix (and, for a limit, the setting that raises it).
+
+Access: over HTTP a call reaches a tool only with a valid token (`auth.AuthMiddleware` answers 401 first);
+`retrieve` then needs read on its graph and `remember` write, else the tool answers the HTTP API's 403 words.
+Over stdio the agent launched the service itself, with its owner's rights on the store files: no token.
 """
 
 from __future__ import annotations
@@ -20,14 +24,17 @@ from datetime import datetime
 from typing import Any
 
 import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
+from starlette.requests import Request
 
+from memora_rl.serve.auth import TOKEN_FIX, AccessError, check_scope, principal_of
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.errors import EXPECTED_ERRORS, describe_validation_error, error_text, hide_paths, validation_text
 from memora_rl.serve.schemas import IngestRequest, RetrieveRequest
 from memora_rl.serve.service import MemoryService
+from memora_rl.serve.tokens import EVERYONE, Action
 from memora_rl.serve.tools import REMEMBER_DESCRIPTION, RETRIEVE_DESCRIPTION
 
 logger = logging.getLogger(__name__)
@@ -71,14 +78,40 @@ def tool_errors(
         raise ToolError(hide_paths(error_text(error), config)) from error
 
 
-def build_mcp_server(service: MemoryService) -> MCPServer:
-    """An MCP server whose tools call `service` (each on a worker thread, like the HTTP routes)."""
+def check_caller(ctx: Context, local: bool, action: Action, graph: str, tool: str) -> None:
+    """Raise `AccessError` (403, logged) unless the tool's caller may `action` on `graph`.
+
+    Args:
+        ctx: the tool call's context; over HTTP its request carries the principal `AuthMiddleware` set.
+        local: whether the server runs over stdio (the caller is the local user: every scope).
+        action: read or write.
+        graph: the graph the call touches.
+        tool: the tool's name, as logged.
+    """
+    if local:
+        principal = EVERYONE
+    else:
+        request = ctx.request_context.request
+        if not isinstance(request, Request):  # over HTTP every call carries its request: refuse rather than guess
+            raise AccessError(401, f"the MCP tool {tool} was called without an HTTP request to check", TOKEN_FIX)
+        principal = principal_of(request)
+    check_scope(principal, action, graph, f"MCP tool {tool}")
+
+
+def build_mcp_server(service: MemoryService, local: bool = False) -> MCPServer:
+    """An MCP server whose tools call `service` (each on a worker thread, like the HTTP routes).
+
+    Args:
+        service: the served stores, policy and builder.
+        local: serve over stdio, where no token is asked (see the module docstring); False: over HTTP at /mcp.
+    """
     server = MCPServer(name="memora-memory", instructions="Long-term memory: retrieve memories, remember turns.")
 
     @server.tool(name="retrieve", description=RETRIEVE_DESCRIPTION)
-    async def retrieve(graph: str, question: str, budget: float | None = None) -> dict:
+    async def retrieve(graph: str, question: str, ctx: Context, budget: float | None = None) -> dict:
         deadline = service.deadline()
         with tool_errors(service.config):
+            check_caller(ctx, local, "read", graph, "retrieve")
             request = RetrieveRequest(graph=graph, question=question, budget=budget)
             act = service.act_via_loop()  # retrieve_sync checks the limits before any work
             result = await anyio.to_thread.run_sync(service.retrieve_sync, request, act, deadline)
@@ -90,10 +123,16 @@ def build_mcp_server(service: MemoryService) -> MCPServer:
 
     @server.tool(name="remember", description=REMEMBER_DESCRIPTION)
     async def remember(
-        graph: str, speaker: str, texts: list[str], time: datetime | None = None, idempotency_key: str | None = None
+        graph: str,
+        speaker: str,
+        texts: list[str],
+        ctx: Context,
+        time: datetime | None = None,
+        idempotency_key: str | None = None,
     ) -> dict:
         deadline = service.deadline()
         with tool_errors(service.config, remember_location):
+            check_caller(ctx, local, "write", graph, "remember")
             turns = [{"speaker": speaker, "text": text, "time": time} for text in texts]
             request = IngestRequest.model_validate({"graph": graph, "turns": turns, "idempotency_key": idempotency_key})
             result = await anyio.to_thread.run_sync(service.ingest_sync, request, deadline)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
@@ -124,9 +125,15 @@ def running_server(service, port: int | None = None) -> Iterator[str]:
 
 
 def make_service(stores: list[Path], embedder, policy: str = "semantic", **options):
-    """A `MemoryService` over real stores with the session's embedder."""
+    """A `MemoryService` over real stores with the session's embedder; `--no-auth` unless `options` say otherwise.
+
+    Tests of other features than access run without tokens (on loopback, as `--no-auth` allows);
+    test_auth.py passes `no_auth=False` and a token file.
+    """
     from memora_rl.serve.config import ServeConfig
     from memora_rl.serve.service import MemoryService
+
+    options.setdefault("no_auth", True)
 
     return MemoryService(ServeConfig(stores=stores, policy=policy, **options), embedder=embedder)
 
@@ -170,3 +177,28 @@ def eval_server(friends_store: Path, eval_runs_dir: Path, embedder) -> Iterator[
     """serve-memory started with `--runs-dir` on the eval runs folder, in real uvicorn; yields its URL."""
     with running_server(make_service([friends_store], embedder, runs_dir=eval_runs_dir)) as url:
         yield url
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+INSTALL = "apt-get install -y chromium chromium-driver"
+WINDOW_SIZE = "1400,1000"
+"""Browser window width,height in px: the screen the pages are checked on."""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Headless Chromium from the system packages; skipped (saying how to install it) where absent."""
+    if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()) and not shutil.which("chromedriver"):
+        pytest.skip(f"needs Debian's Chromium and its driver at {CHROMIUM}, {CHROMEDRIVER}: run `{INSTALL}` as root")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium: pip install -e '.[dev]'")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={WINDOW_SIZE}"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.implicitly_wait(10)
+    yield driver
+    driver.quit()

@@ -43,7 +43,8 @@ def rss_mb(pid: int) -> float:
 def test_serve_memory_command_serves_the_store(friends_store: Path) -> None:
     port = free_port()
     environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    command = [MEMORA_RL, "serve-memory", "--store", str(friends_store), "--port", str(port), "--policy", "heuristic"]
+    command = [MEMORA_RL, "serve-memory", "--store", str(friends_store), "--port", str(port), "--policy", "heuristic",
+               "--no-auth"]  # fmt: skip
     process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         health = wait_for_health(process, port)
@@ -74,7 +75,7 @@ def test_serve_memory_rejects_unknown_policy(tmp_path: Path) -> None:
 def test_worker_processes_take_turns_to_ingest_and_lose_nothing(tmp_path: Path) -> None:
     """With --workers 2, concurrent ingests land on both processes; the store's file lock keeps every batch."""
     port, store = free_port(), tmp_path / "workers.sqlite"
-    command = [MEMORA_RL, "serve-memory", "--store", str(store), "--port", str(port), "--workers", "2"]
+    command = [MEMORA_RL, "serve-memory", "--store", str(store), "--port", str(port), "--workers", "2", "--no-auth"]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     batches = [[{"speaker": f"Keeper{w}", "text": f"Keeper {w} rang bell number {w + 40} at the lighthouse."}]

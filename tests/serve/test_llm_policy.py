@@ -42,7 +42,8 @@ def test_a_failing_policy_server_is_a_502_that_names_the_cause_and_the_fix(frien
     from memora_rl.serve.config import ServeConfig
     from memora_rl.serve.service import MemoryService
 
-    service = MemoryService(ServeConfig(stores=[friends_store]), embedder=embedder, policy=_FailingEndpointPolicy())
+    config = ServeConfig(stores=[friends_store], no_auth=True)  # a test of errors, not of access: no tokens
+    service = MemoryService(config, embedder=embedder, policy=_FailingEndpointPolicy())
     with running_server(service) as url:
         response = httpx.post(f"{url}/v1/retrieve", json={"graph": GRAPH, "question": "Who is Carla?"}, timeout=60)
         healthy = httpx.get(f"{url}/healthz", timeout=10).status_code

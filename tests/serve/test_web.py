@@ -6,7 +6,6 @@ their boxes in the page (no two may overlap, none may leave the drawing).
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,31 +13,7 @@ import pytest
 
 from tests.serve.conftest import GRAPH, LINKED_GRAPH, LiveServer, make_service, running_server
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-INSTALL = "apt-get install -y chromium chromium-driver"
-WINDOW_SIZE = "1400,1000"
-"""Browser window width,height in px: the screen the pages are checked on."""
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    """Headless Chromium from the system packages; skipped (saying how to install it) where absent."""
-    if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()) and not shutil.which("chromedriver"):
-        pytest.skip(f"needs Debian's Chromium and its driver at {CHROMIUM}, {CHROMEDRIVER}: run `{INSTALL}` as root")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium: pip install -e '.[dev]'")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={WINDOW_SIZE}"):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.implicitly_wait(10)
-    yield driver
-    driver.quit()
 
 
 def count(browser, css: str) -> int:
