@@ -167,6 +167,24 @@ def stop_oracle(
     return out
 
 
+def baselines_and_stop_oracle(
+    ctx: Any, semantic_k: Sequence[int], budgets: Sequence[float]
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Semantic's and the heuristic's curves on the held-out tasks, and the stop oracle's point at each budget."""
+    from memora_rl.experiments.learning.experiment import measure_point, point_from
+    from memora_rl.experiments.learning.play import play_baseline
+
+    # The heuristic's episodes are kept per task (the stop oracle picks among them); semantic needs points only.
+    by_budget = {0.0: play_baseline(ctx, SEMANTIC)}
+    by_budget |= {float(b): play_baseline(ctx, HEURISTIC, [f"env.budget={b:g}"]) for b in budgets}
+    curves = {
+        SEMANTIC: [measure_point(ctx, SEMANTIC, float(k)) for k in semantic_k],
+        HEURISTIC: [point_from(ctx, f"b={b:g}", b, c) for b, c in by_budget.items() if b > 0],
+    }
+    oracle = [point_from(ctx, f"b<={b:g}", b, c) for b, c in stop_oracle(budgets, by_budget).items()]
+    return curves, oracle
+
+
 def auc(labels: Any, scores: Any) -> float:
     """Area under the ROC curve (0.5: the scores carry no information; nan when the labels are all one class)."""
     from sklearn.metrics import roc_auc_score
@@ -178,9 +196,9 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     """Measure the baselines, the stop oracle and the scorer walks on the held-out split; return the report."""
     from memora_rl.config import load_config
     from memora_rl.env.registry import make_env
-    from memora_rl.experiments.learning.experiment import bracket_curves, measure_point, point_from
+    from memora_rl.experiments.learning.experiment import bracket_curves, point_from
     from memora_rl.experiments.learning.margins import dominance_rows
-    from memora_rl.experiments.learning.play import EvalContext, play_baseline
+    from memora_rl.experiments.learning.play import EvalContext
     from memora_rl.llm.registry import load_tokenizer
     from memora_rl.training.config import TrainConfig
 
@@ -192,14 +210,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     ctx = EvalContext(env, list(tasks), tokenizer, config.env, overrides, env.config.max_steps, 0, 1)
     logger.info("%d %s tasks of %s", len(ctx.tasks), args.split, config.env)
 
-    # The heuristic's episodes are kept per task (the stop oracle picks among them); semantic needs points only.
-    by_budget = {0.0: play_baseline(ctx, SEMANTIC)}
-    by_budget |= {float(b): play_baseline(ctx, HEURISTIC, [f"env.budget={b:g}"]) for b in args.budgets}
-    curves = {
-        SEMANTIC: [measure_point(ctx, SEMANTIC, float(k)) for k in args.semantic_k],
-        HEURISTIC: [point_from(ctx, f"b={b:g}", b, c) for b, c in by_budget.items() if b > 0],
-    }
-    oracle = [point_from(ctx, f"b<={b:g}", b, c) for b, c in stop_oracle(args.budgets, by_budget).items()]
+    curves, oracle = baselines_and_stop_oracle(ctx, args.semantic_k, args.budgets)
 
     (walk_env,) = ctx.envs([f"env.budget={max(args.max_expands)}"])
     train_env, train_tasks = make_env(config.env, split="train", overrides=overrides, tokenizer=tokenizer)

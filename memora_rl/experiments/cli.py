@@ -44,6 +44,14 @@ def choice_headroom(context: typer.Context) -> None:
     typer.echo(main(list(context.args))["table"])
 
 
+@experiment_app.command("stop-headroom", context_settings=PASS_THROUGH, add_help_option=False)
+def stop_headroom(context: typer.Context) -> None:
+    """What a learner of when to stop, reading the observation, gains along the rule's walk vs the baselines."""
+    from memora_rl.experiments.stop_headroom import main
+
+    typer.echo(main(list(context.args))["table"])
+
+
 @experiment_app.command("exploration", context_settings=PASS_THROUGH, add_help_option=False)
 def exploration(context: typer.Context) -> None:
     """How often a policy's sampled walks find evidence its greedy walk misses (what GRPO can learn from)."""
