@@ -1,4 +1,4 @@
-"""Benchmark the SQLite graph store: bulk build, search and frontier latency, peak memory.
+"""Benchmark the SQLite graph store: bulk build, search and frontier latency, peak memory; PostgreSQL beside it.
 
 Synthetic graphs of random unit vectors (dim 384): each entry has an abstraction vector, a
 value vector near it, and ~3 anchors drawn from a pool. Every measurement is paired with a
@@ -6,6 +6,12 @@ brute-force numpy baseline computed in the same run. Each size runs in its own s
 so its peak RSS is its own.
 
     python -m benchmarks.graph_search --sizes 10000 100000 --queries 200 --record graph-search
+
+With a PostgreSQL URL among the `--store` items, each size also runs on a PostgreSQL + pgvector
+store (same graph, same queries; `benchmarks.graph_search_postgres`), and a second table puts
+its vector and text search, BM25 and frontier latencies beside SQLite's:
+
+    python -m benchmarks.graph_search --sizes 100000 --store postgresql://user:password@host:port/db
 """
 
 from __future__ import annotations
@@ -50,6 +56,61 @@ def parse_override(item: str) -> tuple[str, Any]:
     if not separator:
         raise SystemExit(f"--store expects key=value, got {item!r}")
     return key, yaml.safe_load(value)
+
+
+def split_store_items(items: list[str]) -> tuple[list[str], str | None]:
+    """`--store` items as (StoreConfig overrides, the PostgreSQL URL or None).
+
+    >>> split_store_items(["ann_dtype=f16", "postgresql://me@db/memory?sslmode=require"])
+    (['ann_dtype=f16'], 'postgresql://me@db/memory?sslmode=require')
+    """
+    from memora_rl.memory import is_postgres_url
+
+    urls = [item for item in items if is_postgres_url(item)]
+    if len(urls) > 1:
+        raise SystemExit(f"--store takes one postgresql:// URL, got {len(urls)}; pass the one to compare with SQLite.")
+    return [item for item in items if not is_postgres_url(item)], (urls[0] if urls else None)
+
+
+def draw_queries(rng: np.random.Generator, graph: SyntheticGraph, queries: int) -> tuple[np.ndarray, np.ndarray]:
+    """(entries picked, query vectors near their abstractions): the same for a seed on either backend."""
+    picks = rng.choice(len(graph.abstractions), queries, replace=False)
+    return picks, near(rng, graph.abstractions[picks], 1.0)
+
+
+def query_texts(picks: np.ndarray) -> list[str]:
+    """One text question per picked entry, in the entries' words (they embed, and BM25 finds their words)."""
+    return [f"{WORDS[i % 16]} {WORDS[(i * 7) % 16]} topic {int(p) % 997} question {i}" for i, p in enumerate(picks)]
+
+
+def query_embedder(threads: int) -> Any:
+    """A MiniLM embedder without disk cache (every query is really embedded), on `threads` torch threads."""
+    import torch
+
+    from memora_rl.embedding import Embedder
+
+    # One query is a tiny forward pass: a second intra-op thread only adds spin-waits, and on a
+    # busy machine it made one MiniLM query 10x slower here (0.50 s vs 0.05 s).
+    torch.set_num_threads(threads)
+    return Embedder(use_cache=False)
+
+
+def keyword_ranking(store: Any, text: str) -> list[int]:
+    """The store's BM25 channel alone for a text query (rows of the graph's entries, best first)."""
+    with store._db.lock:
+        return store._search.bm25_ranking(store._cache("bench"), "bench", text, store.config.channel_depth, None)
+
+
+def hit_rates(cache: Any, picks: np.ndarray, hits: list, base_hits: list) -> dict[str, float]:
+    """Recall@10 against exact fused search, and how often the picked entry is in the top 10 (store, numpy)."""
+    rows = [{cache.entry_row[hit.entry_id] for hit in got} for got in hits]  # bulk_load's entry i is view row i
+    return {
+        "recall": float(np.mean([len(got & set(want)) / 10 for got, want in zip(rows, base_hits, strict=True)])),
+        "source_hit": float(
+            np.mean([cache.entry_row.get(f"e{p}", -1) in got for p, got in zip(picks, rows, strict=True)])
+        ),
+        "base_source_hit": float(np.mean([int(p) in want for p, want in zip(picks, base_hits, strict=True)])),
+    }
 
 
 def timed(function: Callable[[Any], Any], inputs: Iterable[Any]) -> tuple[dict, list]:
@@ -140,7 +201,6 @@ def run_size(
     store_overrides: list[str],
 ) -> dict:
     """Measure one graph size in this process."""
-    from memora_rl.embedding import Embedder
     from memora_rl.memory import SQLiteGraphStore, StoreConfig
 
     rng = np.random.default_rng(seed)
@@ -152,36 +212,25 @@ def run_size(
     start = time.perf_counter()
     store.search("bench", graph.abstractions[0], k=10)  # loads vectors, builds ANN indexes
     index_s = time.perf_counter() - start
-    picks = rng.choice(size, queries, replace=False)
-    query_vectors = near(rng, graph.abstractions[picks], 1.0)
+    picks, query_vectors = draw_queries(rng, graph, queries)  # each query is near its picked entry's abstraction
     search, hits = timed(lambda q: store.search("bench", q, k=10), query_vectors)
     base, base_hits = time_baseline_search(graph, query_vectors, config.channel_depth, config.rrf_k)
     cache = store._cache("bench")
-    source_rows = [int(p) for p in picks]  # each query was made near this entry's abstraction
-    source_hit = np.mean([cache.entry_row.get(f"e{row}", -1) in {cache.entry_row[h.entry_id] for h in got}
-                          for row, got in zip(source_rows, hits, strict=True)])  # fmt: skip
-    base_source_hit = np.mean([row in want for row, want in zip(source_rows, base_hits, strict=True)])
-    recall = np.mean([len({cache.entry_row[h.entry_id] for h in got} & set(want)) / 10
-                      for got, want in zip(hits, base_hits, strict=True)])  # fmt: skip
-    import torch
-
-    # One query is a tiny forward pass: a second intra-op thread only adds spin-waits, and on a
-    # busy machine it made one MiniLM query 10x slower here (0.50 s vs 0.05 s).
-    torch.set_num_threads(embed_threads)
-    embedder = Embedder(use_cache=False)  # no disk cache: every query is really embedded
+    embedder = query_embedder(embed_threads)
     store._embedder = embedder
-    texts = [f"{WORDS[i % 16]} {WORDS[(i * 7) % 16]} topic {int(p) % 997} question {i}" for i, p in enumerate(picks)]
+    texts = query_texts(picks)
     embed_only, _ = timed(embedder.encode_one, texts[:embed_queries])
     embed, _ = timed(lambda t: store.search("bench", t, k=10), texts[:embed_queries])
+    bm25, _ = timed(lambda t: keyword_ranking(store, t), texts[:embed_queries])
     working_sets = [rng.choice(size, 10, replace=False) for _ in range(queries)]
     ids = [[cache.entry_ids[r] for r in ws] for ws in working_sets]
     frontier, _ = timed(lambda i: store.frontier("bench", ids[i], [], query_vectors[i], limit=20), range(queries))
     base_frontier = time_baseline_frontier(graph, working_sets, query_vectors)
     result = {
         "size": size, "build_rate": size / graph.seconds, "build_s": graph.seconds, "index_s": index_s,
-        "ann": cache.abstractions.uses_ann, "search": search, "baseline": base, "recall": float(recall),
-        "source_hit": float(source_hit), "base_source_hit": float(base_source_hit),
-        "embed": embed_only, "search_embed": embed, "frontier": frontier, "baseline_frontier": base_frontier,
+        "ann": cache.abstractions.uses_ann, "search": search, "baseline": base,
+        **hit_rates(cache, picks, hits, base_hits), "embed": embed_only, "search_embed": embed, "bm25": bm25,
+        "frontier": frontier, "baseline_frontier": base_frontier,
         "peak_rss_mb": peak_rss_mb(),
         "db_mb": sum(p.stat().st_size for p in workdir.glob(f"bench_{size}.sqlite*") if p.is_file()) / 2**20,
     }  # fmt: skip
@@ -250,8 +299,29 @@ def print_table(results: list[dict]) -> tuple[ResultTable, list[str]]:
     return from_rich(table), notes
 
 
+def run_sizes(args: argparse.Namespace, overrides: list[str], postgres_url: str | None) -> tuple[list, list]:
+    """Each size in its own SQLite worker, then (with a URL) its own PostgreSQL worker; (SQLite, PostgreSQL) results."""
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="graph_bench_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    results, postgres_results = [], []
+    for size in args.sizes:
+        spec = {"size": size, "queries": args.queries, "embed_queries": args.embed_queries,
+                "embed_threads": args.embed_threads, "dim": args.dim, "seed": args.seed,
+                "store_overrides": overrides}  # fmt: skip
+        runs = [("SQLite", {**spec, "workdir": str(workdir)}, results)]
+        if postgres_url:
+            runs.append(("PostgreSQL", {**spec, "postgres_url": postgres_url}, postgres_results))
+        for backend, worker_spec, into in runs:
+            result = spawn(MODULE, worker_spec)
+            if result.get("error"):
+                raise SystemExit(f"size {size:,} on {backend} failed: {result['error']}")
+            into.append(result)
+            print(f"size {size:,} on {backend} done: {result}", file=sys.stderr)
+    return results, postgres_results
+
+
 def main() -> None:
-    """Parse arguments; run each size in a subprocess (own peak RSS), print the table and maybe record it."""
+    """Parse arguments; run each size in a subprocess (own peak RSS), print the tables and maybe record them."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000], help="entries per graph")
     parser.add_argument("--queries", type=int, default=200, help="queries (and working sets) per size")
@@ -261,31 +331,41 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=None, help="folder for the store files (default: a temp dir)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    parser.add_argument("--store", nargs="*", default=[], help="StoreConfig overrides, e.g. ann_dtype=f16")
+    store_help = ("StoreConfig overrides key=value (e.g. ann_dtype=f16), and at most one postgresql://user:password@"
+                  "host:port/db URL: each size then also runs on PostgreSQL + pgvector (in a new schema of that "
+                  "database, dropped after), with a second table beside SQLite's")  # fmt: skip
+    parser.add_argument("--store", nargs="*", default=[], help=store_help)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     add_record_option(parser)
     args = parser.parse_args()
     if args.worker:
         spec = json.loads(args.worker)
-        print(json.dumps(run_size(**{**spec, "workdir": Path(spec["workdir"])})))
+        if "postgres_url" in spec:
+            from benchmarks.graph_search_postgres import run_postgres_size
+
+            print(json.dumps(run_postgres_size(**spec)))
+        else:
+            print(json.dumps(run_size(**{**spec, "workdir": Path(spec["workdir"])})))
         return
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="graph_bench_"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    results = []
-    for size in args.sizes:
-        spec = {"size": size, "queries": args.queries, "embed_queries": args.embed_queries,
-                "embed_threads": args.embed_threads, "dim": args.dim, "workdir": str(workdir), "seed": args.seed,
-                "store_overrides": args.store}  # fmt: skip
-        result = spawn(MODULE, spec)
-        if result.get("error"):
-            raise SystemExit(f"size {size:,} failed: {result['error']}")
-        results.append(result)
-        print(f"size {size:,} done: {result}", file=sys.stderr)
+    overrides, postgres_url = split_store_items(args.store)
+    if postgres_url:
+        from benchmarks.graph_search_postgres import check_server, print_comparison, redacted_argv
+
+        check_server(postgres_url)  # a wrong URL fails now, not after SQLite's run
+    results, postgres_results = run_sizes(args, overrides, postgres_url)
     table, notes = print_table(results)
+    tables, argv = [table], None
+    if postgres_url:
+        comparison, comparison_notes = print_comparison(results, postgres_results)
+        tables.append(comparison)
+        notes += comparison_notes
+        argv = redacted_argv(sys.argv[1:])  # the record names the URL without its password
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps([{"backend": "sqlite", **r} for r in results] + postgres_results, indent=2))
     title = "SQLite graph store: search, embedded search and frontier latency against numpy brute force"
-    save_record(args, title, [table], notes)
+    if postgres_url:
+        title += "; PostgreSQL + pgvector beside it"
+    save_record(args, title, tables, notes, argv=argv)
 
 
 if __name__ == "__main__":

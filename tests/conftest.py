@@ -1,4 +1,4 @@
-"""Session-wide fixtures: the tiny real model, the embedder, LoCoMo, one shared vLLM server.
+"""Session-wide fixtures: the tiny real model, the embedder, LoCoMo, one shared vLLM server, one PostgreSQL server.
 
 `make test` runs the suite on 2 pytest-xdist workers, grouped as `pytest_collection_modifyitems` says.
 Set MEMORA_RL_VLLM_URL (e.g. http://127.0.0.1:8100) to reuse a running server instead
@@ -13,6 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.postgres_fixtures"]
+"""`postgres_url`: one PostgreSQL server with pgvector per session, for the store tests of any folder."""
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCOMO_PATH = REPO_ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"

@@ -1,4 +1,10 @@
-"""`memora-rl graph ...`: build memory graphs from conversations, inspect, search, export, import and copy them."""
+"""`memora-rl graph ...`: build memory graphs from conversations, inspect, search, export, import and copy them.
+
+Every verb names its store by a location, as `memory.open_store` takes it: a SQLite file path or
+a `postgresql://user:password@host:port/db` URL. Verbs that only read refuse a location that
+holds no store (`memory.store_exists`) instead of creating an empty one there; messages name a
+URL without its password (`BaseGraphStore.location`).
+"""
 
 from __future__ import annotations
 
@@ -21,12 +27,16 @@ from memora_rl.memory.config import StoreConfig, UpsertConfig
 if TYPE_CHECKING:
     from memora_rl.builders.base import Builder, BuildReport
     from memora_rl.data.records import Conversation
-    from memora_rl.memory.sqlite_store import SQLiteGraphStore
+    from memora_rl.memory.base_store import BaseGraphStore
 
 graph_app = typer.Typer(help="Build memory graphs from conversations; inspect, search, export, import and copy them.")
 console = Console()
 
-StoreArgument = Annotated[Path, typer.Argument(help="A graph store file written by `memora-rl graph build`.")]
+STORE_LOCATION = "a SQLite file or a postgresql://user:password@host:port/db URL"
+"""What a store argument may be (`memory.open_store` dispatches on it), as every verb's help says."""
+StoreArgument = Annotated[
+    str, typer.Argument(metavar="STORE", help=f"The graph store to read: {STORE_LOCATION} (`graph build --out`).")
+]
 GraphOption = Annotated[str, typer.Option("--graph", "-g", help="Graph id (one per conversation, e.g. conv-26).")]
 
 
@@ -40,20 +50,35 @@ def _quiet_embedder() -> None:
     logging.getLogger("sentence_transformers").setLevel(logging.WARNING)
 
 
-def _existing_store(path: Path) -> SQLiteGraphStore:
-    """Open a store that must already exist (read commands never create one)."""
-    from memora_rl.memory import open_store
+def _existing_store(location: str) -> BaseGraphStore:
+    """Open the store at a file path or `postgresql://` URL that must already hold one (reading never creates one).
 
-    if not path.is_file():
-        raise GraphError(f"Store {path} does not exist. Build one with `memora-rl graph build ... --out {path}`.")
-    return open_store(path)
+    Raises:
+        GraphError: no store file there, or a PostgreSQL schema without the store's tables.
+    """
+    from memora_rl.memory import is_postgres_url, open_store, store_exists
+
+    if not store_exists(location):
+        if is_postgres_url(location):
+            from memora_rl.memory.pg_connection import redact
+
+            label = redact(location)
+            raise GraphError(
+                f"Store {label} does not exist: its schema holds no graph-store tables. Check the URL's database "
+                f"and search_path, or fill it with `memora-rl graph build ... --out {label}` or "
+                f"`memora-rl graph copy SOURCE {label}`."
+            )
+        raise GraphError(
+            f"Store {location} does not exist. Build one with `memora-rl graph build ... --out {location}`."
+        )
+    return open_store(location)
 
 
-def _check_graph(store: SQLiteGraphStore, graph_id: str) -> None:
+def _check_graph(store: BaseGraphStore, graph_id: str) -> None:
     """Raise a GraphError naming the graphs held when `graph_id` is not one of them."""
     held = store.graph_ids()
     if graph_id not in held:
-        raise GraphError(f"Graph {graph_id!r} is not in store {store.path}; it holds: {', '.join(held) or 'none'}.")
+        raise GraphError(f"Graph {graph_id!r} is not in store {store.location}; it holds: {', '.join(held) or 'none'}.")
 
 
 def select_conversations(conversations: list[Conversation], wanted: str | None) -> list[Conversation]:
@@ -81,7 +106,7 @@ def build_store_config(gamma: float | None, top_k: int | None) -> StoreConfig:
         ) from error
 
 
-def _build_all(builder: Builder, conversations: list[Conversation], store: SQLiteGraphStore) -> list[BuildReport]:
+def _build_all(builder: Builder, conversations: list[Conversation], store: BaseGraphStore) -> list[BuildReport]:
     """Build each conversation with one rich progress bar per conversation (turns done / total)."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     reports = []
@@ -103,7 +128,7 @@ def _build_all(builder: Builder, conversations: list[Conversation], store: SQLit
 @graph_app.command("build")
 def build(
     data: Annotated[str, typer.Option("--data", help="LoCoMo/LongMemEval JSON file, or 'locomo', 'synthetic[:SEED]'.")],
-    out: Annotated[Path, typer.Option("--out", help="Store file to create or resume (SQLite).")],
+    out: Annotated[str, typer.Option("--out", help=f"Store to create or resume: {STORE_LOCATION}.")],
     builder_name: Annotated[str, typer.Option("--builder", help="Builder name (see the registry).")] = "extractive",
     conversations: Annotated[
         str | None, typer.Option("--conversations", help="Comma-separated conversation ids (default: all).")
@@ -117,7 +142,7 @@ def build(
     upsert_gamma: Annotated[float | None, config_option(UpsertConfig, "gamma", "--upsert-gamma")] = None,
     upsert_top_k: Annotated[int | None, config_option(UpsertConfig, "top_k", "--upsert-top-k")] = None,
 ) -> None:
-    """Build one graph per conversation into STORE; already built conversations are skipped."""
+    """Build one graph per conversation into the --out store (file or postgresql:// URL); built ones are skipped."""
     _quiet_embedder()
     from memora_rl.builders.registry import BuilderRequest, make_builder
     from memora_rl.data.load import load_corpus
@@ -133,7 +158,7 @@ def build(
     started = time.perf_counter()
     with open_store(out, config=store_config) as store:
         reports = _build_all(builder, chosen, store)
-        table = Table(title=f"{builder_name} build into {out}")
+        table = Table(title=f"{builder_name} build into {store.location}")
         table.add_column("graph", no_wrap=True)
         for column in ("turns", "stmts", "new", "merged", "entries", "anchors", "episodes", "s"):
             table.add_column(column, justify="right")
@@ -157,7 +182,7 @@ def build(
 def stats(store_path: StoreArgument) -> None:
     """Per graph: entries, anchors, episodes, mean anchors per entry, history versions; then integrity."""
     with _existing_store(store_path) as store:
-        table = Table(title=str(store_path))
+        table = Table(title=store.location)
         table.add_column("graph", no_wrap=True)
         for column in ("entries", "anchors", "episodes", "anchors/entry", "history"):
             table.add_column(column, justify="right")
@@ -253,39 +278,38 @@ def export(
 @graph_app.command("import")
 def import_(
     jsonl: Annotated[Path, typer.Argument(help="A JSONL file written by `memora-rl graph export`.")],
-    out: Annotated[Path, typer.Option("--out", help="Store file to import into (created if missing).")],
+    out: Annotated[str, typer.Option("--out", help=f"Store to import into (created if missing): {STORE_LOCATION}.")],
 ) -> None:
     """Validate a JSONL export and load it into a store (texts are re-embedded)."""
     _quiet_embedder()
     from memora_rl.memory import open_store
     from memora_rl.memory.jsonl import import_jsonl, read_jsonl
 
-    read_jsonl(jsonl)  # validate every line before the store file is created
+    read_jsonl(jsonl)  # validate every line before the store is created
     with open_store(out) as store:
         counts = import_jsonl(store, jsonl)
         report = store.check_integrity()
-    console.print(", ".join(f"{count} {kind}s" for kind, count in counts.items()) + f" imported into {out}")
+        destination = store.location
+    console.print(", ".join(f"{count} {kind}s" for kind, count in counts.items()) + f" imported into {destination}")
     if not report.ok:
-        raise GraphError(f"Store {out} failed its integrity check after import: {report.problems[:5]}")
+        raise GraphError(f"Store {destination} failed its integrity check after import: {report.problems[:5]}")
 
 
-LocationArgument = Annotated[str, typer.Argument(help="A SQLite store file or a postgresql://user@host/db URL.")]
+SourceArgument = Annotated[str, typer.Argument(help=f"The store to copy from: {STORE_LOCATION}.")]
+TargetArgument = Annotated[str, typer.Argument(help=f"The store to copy into (created if missing): {STORE_LOCATION}.")]
 
 
 @graph_app.command("copy")
 def copy_(
-    source: LocationArgument,
-    target: LocationArgument,
+    source: SourceArgument,
+    target: TargetArgument,
     graph_ids: Annotated[list[str] | None, typer.Option("--graph", "-g", help="Only this graph (repeatable).")] = None,
 ) -> None:
     """Copy graphs (all by default) from SOURCE to TARGET, created if missing, on either backend: every row kept."""
     from memora_rl.memory import open_store
     from memora_rl.memory.graph_copy import copy_graphs
-    from memora_rl.memory.sqlite_store import is_postgres_url
 
-    if not is_postgres_url(source) and not Path(source).is_file():
-        raise GraphError(f"Store {source} does not exist. Pass a store file or a postgresql:// URL as SOURCE.")
-    with open_store(source) as reader, open_store(target) as writer:
+    with _existing_store(source) as reader, open_store(target) as writer:
         report = copy_graphs(reader, writer, graph_ids)
         destination = writer.location
     columns = ("entries", "anchors", "episodes", "links", "history", "receipts")

@@ -15,7 +15,7 @@ from memora_rl.memory.records import (
     SearchHit,
     ValueVersion,
 )
-from memora_rl.memory.sqlite_store import SQLiteGraphStore, is_postgres_url, open_store
+from memora_rl.memory.sqlite_store import SQLiteGraphStore, is_postgres_url, open_store, store_exists
 from memora_rl.memory.store import (
     Decider,
     GraphStore,
@@ -51,4 +51,5 @@ __all__ = [
     "is_postgres_url",
     "open_store",
     "same_speaker_merge",
+    "store_exists",
 ]

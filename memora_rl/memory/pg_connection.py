@@ -123,16 +123,41 @@ class PgConn:
         self.raw.close()
 
 
-def _connect(url: str, label: str, config: StoreConfig) -> psycopg.Connection:
-    """An autocommit connection with pgvector on the path, the tables checked and the vector adapters on."""
+def _open(url: str, label: str) -> psycopg.Connection:
+    """A plain autocommit connection to the store's server.
+
+    Raises:
+        GraphError: psycopg is missing, or the server is unreachable or refuses the login.
+    """
     psycopg = load_psycopg()
     try:
-        raw = psycopg.connect(url, autocommit=True, application_name="memora-rl")
+        return psycopg.connect(url, autocommit=True, application_name="memora-rl")
     except psycopg.Error as error:  # unreachable server, refused login, malformed URL
         raise GraphError(
             f"Could not connect to the PostgreSQL store {label}: {str(error).strip()}. Check the URL's host, port, "
             "user, password and database (postgresql://user:password@host:port/db), and that the server is running."
         ) from error
+
+
+def pg_store_exists(url: str) -> bool:
+    """True when the URL's current schema holds a graph store's tables (reading it first creates nothing).
+
+    Opening a store creates its tables in an empty schema; read-only commands ask here first,
+    so that looking at a wrong URL reports it instead of leaving empty tables behind.
+
+    Raises:
+        GraphError: psycopg is missing, or the server is unreachable or refuses the login.
+    """
+    with _open(url, redact(url)) as raw:
+        found = raw.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'"
+        ).fetchone()
+    return found is not None
+
+
+def _connect(url: str, label: str, config: StoreConfig) -> psycopg.Connection:
+    """An autocommit connection with pgvector on the path, the tables checked and the vector adapters on."""
+    raw = _open(url, label)
     try:
         schema = pg_schema.store_schema(raw, label)
         pg_schema.ensure_pgvector(raw, label)

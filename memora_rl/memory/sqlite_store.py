@@ -89,6 +89,22 @@ def is_postgres_url(location: str | Path) -> bool:
     return text.startswith(POSTGRES_SCHEMES)
 
 
+def store_exists(location: str | Path) -> bool:
+    """True when `location` holds a graph store: an existing file, or a PostgreSQL schema with the store's tables.
+
+    Opening a store creates it; commands that only read ask here first, so that reading never
+    creates a store at a mistyped location.
+
+    Raises:
+        GraphError: a PostgreSQL server that cannot be reached (as `open_store` would), or a mangled URL.
+    """
+    if is_postgres_url(location):
+        from memora_rl.memory.pg_connection import pg_store_exists
+
+        return pg_store_exists(str(location))
+    return Path(location).is_file()
+
+
 @overload
 def open_store(
     location: Path, embedder: Embedder | None = None, config: StoreConfig | Mapping | None = None

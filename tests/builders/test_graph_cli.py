@@ -1,4 +1,8 @@
-"""`memora-rl graph ...` end to end on a small synthetic set: build, stats, show, search, export, import, bad inputs."""
+"""`memora-rl graph ...` end to end on a small synthetic set: build, stats, show, search, export, import, bad inputs.
+
+Every verb runs on both backends: the store is a SQLite file or a `postgresql://` URL (a fresh
+schema on the session's server, `tests/postgres_fixtures.py`), given to the CLI the same way.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from memora_rl.cli import app
 from memora_rl.cli_options import field_help
 from memora_rl.errors import ConfigError, DataError, GraphError
 from memora_rl.memory import StoreConfig, UpsertConfig, open_store
+from tests.postgres_fixtures import fresh_store_url
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250", "TERMINAL_WIDTH": "250"}
@@ -27,37 +32,48 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
-@pytest.fixture(scope="module")
-def store_path(tmp_path_factory: pytest.TempPathFactory, synthetic_json: Path) -> Path:
-    """Both synthetic conversations built through `graph build`."""
-    path = tmp_path_factory.mktemp("cli") / "graphs.sqlite"
-    result = invoke("graph", "build", "--builder", "extractive", "--data", str(synthetic_json), "--out", str(path))
+def new_location(backend: str, folder: Path, request: pytest.FixtureRequest, name: str) -> str:
+    """Where a new store `name` goes on `backend`: a file in `folder`, or a fresh schema's URL."""
+    if backend == "sqlite":
+        return str(folder / f"{name}.sqlite")
+    return fresh_store_url(request.getfixturevalue("postgres_url"), name)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def store_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, synthetic_json: Path) -> str:
+    """Both synthetic conversations built through `graph build` into a store of each backend (its location)."""
+    location = new_location(request.param, tmp_path_factory.mktemp("cli"), request, "graphs")
+    result = invoke("graph", "build", "--builder", "extractive", "--data", str(synthetic_json), "--out", location)
     assert result.exit_code == 0, result.output
     assert "built 2 graphs (0 skipped)" in result.output
-    return path
+    return location
 
 
-def test_build_stats_show_search(store_path: Path, synthetic_json: Path) -> None:
+@pytest.fixture
+def backend(store_path: str) -> str:
+    """The backend of this case's store."""
+    return "postgres" if store_path.startswith("postgresql://") else "sqlite"
+
+
+def test_build_stats_show_search(store_path: str, synthetic_json: Path) -> None:
     graph_ids = [record["sample_id"] for record in json.loads(synthetic_json.read_text())]
-    stats = invoke("graph", "stats", str(store_path))
+    stats = invoke("graph", "stats", store_path)
     assert stats.exit_code == 0, stats.output
     assert "integrity ok" in stats.output and all(graph_id in stats.output for graph_id in graph_ids)
-    shown = invoke("graph", "show", str(store_path), "--graph", graph_ids[0], "--limit", "3")
+    shown = invoke("graph", "show", store_path, "--graph", graph_ids[0], "--limit", "3")
     assert shown.exit_code == 0 and "e0" in shown.output
-    entry = invoke("graph", "show", str(store_path), "--graph", graph_ids[0], "--entry", "e0")
+    entry = invoke("graph", "show", store_path, "--graph", graph_ids[0], "--entry", "e0")
     assert entry.exit_code == 0 and "sources: D" in entry.output and "anchors:" in entry.output
-    found = invoke("graph", "search", str(store_path), "--graph", graph_ids[0], "what is her job", "-k", "3")
+    found = invoke("graph", "search", store_path, "--graph", graph_ids[0], "what is her job", "-k", "3")
     assert found.exit_code == 0, found.output
     with open_store(store_path) as store:
         top = store.search(graph_ids[0], "what is her job", k=1)[0].entry_id
     assert f" {top} " in found.output
 
 
-def test_rebuild_skips_built_conversations(store_path: Path, synthetic_json: Path) -> None:
+def test_rebuild_skips_built_conversations(store_path: str, synthetic_json: Path) -> None:
     graph_id = json.loads(synthetic_json.read_text())[0]["sample_id"]
-    result = invoke(
-        "graph", "build", "--data", str(synthetic_json), "--out", str(store_path), "--conversations", graph_id
-    )
+    result = invoke("graph", "build", "--data", str(synthetic_json), "--out", store_path, "--conversations", graph_id)
     assert result.exit_code == 0, result.output
     assert "built 1 graphs (1 skipped)" in result.output
 
@@ -88,11 +104,13 @@ def test_build_sets_the_store_upsert_gamma_and_top_k(
     assert stats["entries"] <= 6 and stats["history"] > 4 * stats["entries"], stats
 
 
-def test_export_import_round_trip(store_path: Path, tmp_path: Path) -> None:
+def test_export_import_round_trip(
+    store_path: str, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     exported = tmp_path / "graphs.jsonl"
-    assert invoke("graph", "export", str(store_path), "--out", str(exported)).exit_code == 0
-    copy = tmp_path / "copy.sqlite"
-    result = invoke("graph", "import", str(exported), "--out", str(copy))
+    assert invoke("graph", "export", store_path, "--out", str(exported)).exit_code == 0
+    copy = new_location(backend, tmp_path, request, "copy")
+    result = invoke("graph", "import", str(exported), "--out", copy)
     assert result.exit_code == 0, result.output
     with open_store(store_path) as original, open_store(copy) as imported:
         assert imported.graph_ids() == original.graph_ids()
@@ -125,7 +143,7 @@ def test_export_import_round_trip(store_path: Path, tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_bad_inputs_raise_one_clear_error(
-    args: list[str], error: type[Exception], message: str, tmp_path: Path, synthetic_json: Path, store_path: Path
+    args: list[str], error: type[Exception], message: str, tmp_path: Path, synthetic_json: Path, store_path: str
 ) -> None:
     filled = [arg.format(tmp=tmp_path, data=synthetic_json, store=store_path) for arg in args]
     result = invoke(*filled)
@@ -141,3 +159,58 @@ def test_error_is_one_red_line_from_the_real_entry_point(tmp_path: Path) -> None
     assert completed.returncode == 1
     lines = [line for line in completed.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "error:" in lines[0] and "does not exist" in lines[0]
+
+
+def _with_password(url: str, password: str) -> str:
+    """The session server's URL (`postgresql://postgres:@...`) with a password (its trust login ignores it)."""
+    assert url.startswith("postgresql://postgres:@"), url
+    return url.replace("postgres:@", f"postgres:{password}@", 1)
+
+
+def _tables(url: str) -> list[str]:
+    """Tables in the URL's current schema."""
+    import psycopg
+
+    sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute(sql)]
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [["stats"], ["show", "--graph", "g"], ["search", "--graph", "g", "hello"], ["export", "--out", "x.jsonl"],
+     ["copy", "--graph", "g"]],
+    ids=lambda verb: verb[0],
+)  # fmt: skip
+def test_read_verbs_refuse_an_empty_postgres_schema_and_create_nothing(
+    verb: list[str], postgres_url: str, tmp_path: Path
+) -> None:
+    empty = _with_password(fresh_store_url(postgres_url, "empty"), "hunter2")
+    args = [*verb, str(tmp_path / "target.sqlite")] if verb[0] == "copy" else verb
+    result = invoke("graph", args[0], empty, *args[1:])
+    assert isinstance(result.exception, GraphError), result.output
+    message = str(result.exception)
+    assert "does not exist" in message and "no graph-store tables" in message and "hunter2" not in message
+    assert _tables(empty) == []  # reading created no store there
+    assert not (tmp_path / "target.sqlite").exists() and not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("store_path", ["sqlite"], indirect=True)  # the SQLite build, copied into PostgreSQL
+def test_copy_into_postgres_then_every_verb_reads_it_without_showing_its_password(
+    store_path: str, postgres_url: str, tmp_path: Path
+) -> None:
+    url = _with_password(fresh_store_url(postgres_url, "copied"), "hunter2")
+    copied = invoke("graph", "copy", store_path, url)
+    assert copied.exit_code == 0, (copied.output, copied.exception)
+    with open_store(store_path) as original:
+        graph_id = original.graph_ids()[0]
+        top = original.search(graph_id, "what is her job", k=1)[0].entry_id
+    outputs = [invoke("graph", *args) for args in (["stats", url], ["show", url, "--graph", graph_id],
+               ["search", url, "--graph", graph_id, "what is her job", "-k", "3"],
+               ["export", url, "--out", str(tmp_path / "g.jsonl")])]  # fmt: skip
+    assert all(result.exit_code == 0 for result in outputs), [(r.output, r.exception) for r in outputs]
+    assert "integrity ok" in outputs[0].output and f" {top} " in outputs[2].output  # SQLite's top hit
+    assert not any("hunter2" in result.output for result in [copied, *outputs])
+    missing = invoke("graph", "show", url, "--graph", "nope").exception
+    assert isinstance(missing, GraphError) and "is not in store postgresql://postgres@" in str(missing)
+    assert "hunter2" not in str(missing)

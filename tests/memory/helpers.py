@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from memora_rl.memory import open_store
-
-_SCHEMAS = itertools.count()
-_RUN = uuid.uuid4().hex[:8]
-"""Names this process's schemas apart from other workers' and earlier runs' on a shared server."""
+from tests.postgres_fixtures import fresh_store_url
 
 
 def random_unit(rng: np.random.Generator, count: int, dim: int = 384) -> np.ndarray:
@@ -27,11 +22,6 @@ def perturb(rng: np.random.Generator, vectors: np.ndarray, noise: float) -> np.n
     """Unit vectors near `vectors` (queries with a known true neighbour)."""
     noisy = vectors + noise * rng.standard_normal(vectors.shape).astype(np.float32) / np.sqrt(vectors.shape[1])
     return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
-
-
-def with_schema(url: str, schema: str) -> str:
-    """`url` whose connections use `schema` (created beforehand) as their current schema."""
-    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
 
 
 class StoreFactory:
@@ -56,13 +46,8 @@ class StoreFactory:
             if self.backend == "sqlite":
                 self._locations[name] = self._folder / f"{name}.sqlite"
             else:
-                import psycopg
-
                 assert self._postgres_url is not None
-                schema = f"t{_RUN}_{next(_SCHEMAS)}_{name.replace('-', '_')}"
-                with psycopg.connect(self._postgres_url, autocommit=True) as conn:
-                    conn.execute(f"CREATE SCHEMA {schema}")
-                self._locations[name] = with_schema(self._postgres_url, schema)
+                self._locations[name] = fresh_store_url(self._postgres_url, name)
         return self._locations[name]
 
     def open(self, name: str = "graph", **kwargs: Any) -> Any:

@@ -19,12 +19,14 @@ from memora_rl.memory import (
     always_create,
     open_store,
     pg_schema,
+    store_exists,
 )
 from memora_rl.memory.bm25 import fts_terms
 from memora_rl.memory.pg_ann import PgVectorIndex
 from memora_rl.memory.search import query_words
 from memora_rl.memory.sql_io import blob
-from tests.memory.helpers import random_unit, with_schema
+from tests.memory.helpers import random_unit
+from tests.postgres_fixtures import with_schema
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -90,6 +92,17 @@ def test_a_schema_of_another_application_another_version_or_none_is_refused(pg_s
         open_store(old)
     with pytest.raises(GraphError, match="no existing schema"):
         open_store(with_schema(postgres_url, "never_created"))
+
+
+def test_store_exists_only_where_a_store_was_opened(pg_stores, sqlite_stores, postgres_url: str) -> None:
+    for stores in (pg_stores, sqlite_stores):
+        location = stores.location("probe")
+        assert not store_exists(location)
+        stores.open("probe").close()
+        assert store_exists(location)
+    assert not store_exists(with_schema(postgres_url, "never_created"))  # no such schema: nothing there either
+    with pytest.raises(GraphError, match="Check the URL"):
+        store_exists("postgresql://ann:secret@127.0.0.1:1/memory?connect_timeout=2")
 
 
 def test_keyword_statistics_and_rankings_equal_sqlites(sqlite_stores, pg_stores, embedder) -> None:
@@ -195,3 +208,62 @@ def test_a_rolled_back_first_write_records_no_dimension(pg_stores) -> None:
     )
     assert store._db.conn.execute(column).fetchone()[0] == "vector(384)"
     assert open_store(pg_stores.location("first")).dim == 384
+
+
+def test_an_hnsw_build_gets_the_memory_its_graph_needs(pg_stores, monkeypatch, caplog) -> None:
+    """A graph that outgrows maintenance_work_mem is finished on disk, twice as slowly: the build raises it."""
+    rng = np.random.default_rng(8)
+    config = StoreConfig(bm25=False, ann_threshold=100)
+    store = pg_stores.open("memory", config=config)
+    vectors = random_unit(rng, 1500)
+    candidates = [EntryCandidate(abstraction=f"a{i}", value=f"v{i}") for i in range(1500)]
+    ids = store.add_entries_bulk("g", candidates, vectors, vectors)
+    raw = store._db.raw
+    raw.execute("SET maintenance_work_mem = '1MB'")  # the least PostgreSQL takes: it holds ~400 of these vectors
+    notices: list[str] = []
+    raw.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
+    pg_schema._create_hnsw_index(raw, "probe_hnsw", "entries", "abstraction_vector", 16, 64, None)
+    assert any("no longer fits into maintenance_work_mem" in notice for notice in notices)  # the slow path, seen
+    notices.clear()
+    assert pg_schema._build_memory_kb(raw, "entries", 384, 16) == pg_schema.hnsw_build_memory_kb(1500, 384, 16)
+    assert pg_schema.ensure_hnsw_index(raw, "entries", "abstraction_vector", 384, config)
+    assert notices == [] and raw.execute("SHOW maintenance_work_mem").fetchone()[0] == "1MB"  # raised for the build
+
+    real = pg_schema._create_hnsw_index
+    tried: list[int | None] = []
+
+    def no_shared_memory(*args: object) -> None:
+        tried.append(args[-1])
+        if args[-1] is not None:  # as a parallel build in a container with a small /dev/shm
+            raise psycopg.errors.OutOfMemory("could not resize shared memory segment")
+        real(*args)
+
+    monkeypatch.setattr(pg_schema, "_create_hnsw_index", no_shared_memory)
+    assert pg_schema.ensure_hnsw_index(raw, "entries", "value_vector", 384, config)
+    assert tried == [pg_schema.hnsw_build_memory_kb(1500, 384, 16), None]
+    assert "building it with the server's setting" in caplog.text
+    assert raw.execute("SELECT to_regclass('entries_value_vector_hnsw') IS NOT NULL").fetchone()[0]
+    assert store.search("g", vectors[7], k=1)[0].entry_id == ids[7]
+
+
+def test_the_planner_asks_a_new_hnsw_index_right_after_a_bulk_load(pg_stores) -> None:
+    """Without statistics the planner takes a graph for 100 rows and sorts all its vectors: the build analyzes."""
+    rng = np.random.default_rng(9)
+    store = pg_stores.open("planner", config=StoreConfig(bm25=False, ann_threshold=1000))
+    raw = store._db.raw
+    raw.execute("ALTER TABLE entries SET (autovacuum_enabled = false)")  # only the build may analyze it here
+    vectors = random_unit(rng, 3000)
+    candidates = [EntryCandidate(abstraction=f"a{i}", value=f"v{i}") for i in range(3000)]
+    ids = store.add_entries_bulk("g", candidates, vectors, vectors)
+    stats = (
+        "SELECT count(*) FROM pg_stats WHERE schemaname = current_schema() AND tablename = 'entries' "
+        "AND attname = 'graph_id'"
+    )
+    assert raw.execute(stats).fetchone()[0] == 0
+    assert store.search("g", vectors[3], k=1)[0].entry_id == ids[3]  # builds the indexes
+    assert raw.execute(stats).fetchone()[0] == 1
+    plan = store._db.conn.execute(
+        "EXPLAIN SELECT id FROM entries WHERE graph_id = ? ORDER BY abstraction_vector <=> ? LIMIT 100",
+        ("g", blob(vectors[0])),
+    ).fetchall()
+    assert "entries_abstraction_vector_hnsw" in " ".join(row[0] for row in plan)
