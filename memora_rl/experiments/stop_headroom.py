@@ -21,7 +21,6 @@ interval over tasks, baselines bracketed as in `memora-rl experiment learning`.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -32,14 +31,14 @@ import numpy as np
 from rich.progress import track
 
 from memora_rl.experiments.choice_features import Featurizer, content_words
-from memora_rl.experiments.choice_headroom import (
-    HEURISTIC,
-    SEMANTIC,
-    STOP,
+from memora_rl.experiments.choice_headroom import STOP, auc, baselines_and_stop_oracle, fit_scorer
+from memora_rl.experiments.headroom import (
     STOP_ORACLE,
-    auc,
-    baselines_and_stop_oracle,
-    fit_scorer,
+    baseline_and_margin_tables,
+    headroom_parser,
+    held_out_context,
+    parse_headroom_args,
+    write_outputs,
 )
 
 STOP_SCORER = "stop scorer"
@@ -47,34 +46,10 @@ STOP_SCORER = "stop scorer"
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The experiment's options."""
-    from memora_rl.experiments.learning.options import record_name
-
-    parser = argparse.ArgumentParser(
-        prog="memora-rl experiment stop-headroom",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--config", type=Path, default=Path("configs/grpo/smollm-locomo-choose.yaml"),
-                        help="Training config: its env, env_overrides and model (tokenizer) are used.")  # fmt: skip
-    parser.add_argument("--split", default="validation", choices=["validation", "test"], help="Held-out split.")
-    parser.add_argument("--final", action="store_true", help="Required with --split test: the recipe's one read.")
-    parser.add_argument("--semantic-k", type=int, nargs="+", default=[1, 2, 3, 5, 8, 10, 15])
-    parser.add_argument("--budgets", type=float, nargs="+", default=[1, 2, 3, 4, 5, 6, 8, 10],
-                        help="Heuristic budgets (env.budget); the stop oracle stops along these.")  # fmt: skip
+    parser = headroom_parser("memora-rl experiment stop-headroom", __doc__, "runs/stop-headroom")
     parser.add_argument("--max-budget", type=int, default=10, help="Longest walk (expands) a stop scorer plays.")
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.3, 0.2, 0.15, 0.1, 0.07, 0.05])
-    parser.add_argument("--train-tasks", type=int, default=None, help="Training tasks to fit on (default: all).")
-    parser.add_argument("--bracket-rounds", type=int, default=2,
-                        help="Extra baseline settings measured per walk to bracket its tokens (15%%).")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("runs/stop-headroom"), help="report.json, .md, .png")
-    parser.add_argument("--record", type=record_name, default=None, metavar="NAME",
-                        help="Also write the tables as the result record NAME (with the plot).")  # fmt: skip
-    parser.add_argument("--results-dir", type=Path, default=Path("docs/results"), help="Where --record writes.")
-    args = parser.parse_args(argv)
-    if args.split == "test" and not args.final:
-        parser.error("--split test is a recipe's one final read: add --final (choices are made on validation).")
-    return args
+    return parse_headroom_args(parser, argv)
 
 
 def state_features(featurizer: Featurizer, snapshot: Any, question: str) -> np.ndarray:
@@ -153,20 +128,13 @@ def stop_scorer_walk(env: Any, tasks: Sequence[Any], featurizer: Featurizer, mod
 
 def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     """Measure the baselines, the stop oracle and the stop-scorer walks on the held-out split; return the report."""
-    from memora_rl.config import load_config
     from memora_rl.env.registry import make_env
     from memora_rl.experiments.learning.experiment import bracket_curves, point_from
     from memora_rl.experiments.learning.margins import dominance_rows
-    from memora_rl.experiments.learning.play import EvalContext
-    from memora_rl.llm.registry import load_tokenizer
-    from memora_rl.training.config import TrainConfig
 
     started = time.perf_counter()
-    config = load_config(TrainConfig, args.config)
-    tokenizer = load_tokenizer(config.model)
-    overrides = list(config.env_overrides)
-    env, tasks = make_env(config.env, split=args.split, overrides=overrides, tokenizer=tokenizer)
-    ctx = EvalContext(env, list(tasks), tokenizer, config.env, overrides, env.config.max_steps, 0, 1)
+    config, ctx = held_out_context(args)
+    tokenizer, overrides = ctx.tokenizer, ctx.env_overrides
     curves, oracle = baselines_and_stop_oracle(ctx, args.semantic_k, args.budgets)
 
     budget = [f"env.budget={args.max_budget}", f"env.max_steps={args.max_budget + 1}"]
@@ -198,28 +166,11 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
 
 def report_tables(report: Mapping[str, Any]) -> list[Any]:
     """The record's tables: the baselines, each walk's margins by dominance, and what the stop scorer learned."""
-    from memora_rl.experiments.learning.report import margin_cell
     from memora_rl.experiments.records import ResultTable
 
-    baseline_rows = [
-        [curve, p["setting"], f"{p['context_tokens']:.0f}", f"{p['evidence_recall']:.3f}"]
-        for curve, points in report["curves"].items()
-        for p in points
-    ]
-    margin_rows = [
-        [name, f"{row['context_tokens']:.0f}", f"{row['evidence_recall']:.3f}",
-         margin_cell(row[SEMANTIC]), margin_cell(row[HEURISTIC]),
-         "yes" if row[SEMANTIC]["bracketed"] and row[HEURISTIC]["bracketed"] else "no"]
-        for name, row in report["margins"].items()
-    ]  # fmt: skip
     scorer = report["scorer"]
     return [
-        ResultTable(title="Baselines", columns=["curve", "setting", "tokens", "recall"], rows=baseline_rows),
-        ResultTable(
-            title="Walks against the baselines at no more tokens (margin [paired 95% interval] vs setting)",
-            columns=["walk", "tokens", "recall", "vs semantic", "vs heuristic", "both bracketed (15%)"],
-            rows=margin_rows,
-        ),
+        *baseline_and_margin_tables(report),
         ResultTable(
             title="The stop scorer on held-out heuristic-walk states (AUC of 'a later expand finds evidence')",
             columns=["training states", "positive share", "AUC"],
@@ -243,19 +194,7 @@ def plot(report: Mapping[str, Any], path: Path) -> Path:
 
 def main(argv: Sequence[str]) -> dict[str, Any]:
     """Run the experiment; write report.json, report.md and the plot (and the record with --record)."""
-    from memora_rl.experiments.records import markdown_tables, new_record, write_record
-
     args = parse_args(argv)
     report = build_report(args, argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "report.json").write_text(json.dumps(report, indent=1))
-    tables = report_tables(report)
-    markdown = markdown_tables(tables)
-    (args.out / "report.md").write_text(markdown)
-    figure = plot(report, args.out / "stop_headroom.png")
-    if args.record:
-        title = f"What a learner of when to stop gains on {report['env']} ({report['split']})"
-        write_record(new_record(args.record, title, report["command"], tables, split=args.split), args.results_dir,
-                     figure=figure)  # fmt: skip
-    report["table"] = markdown
-    return report
+    title = f"What a learner of when to stop gains on {report['env']} ({report['split']})"
+    return write_outputs(args, report, report_tables(report), plot, "stop_headroom.png", title)
