@@ -11,17 +11,20 @@ clients p50 is about clients / throughput, and throughput is bounded by the core
 With `--llm-base-url/--llm-model` the exported policy (served by vLLM) gets rows too; with
 `--llm-export E --llm-dtypes float32 bfloat16` the benchmark serves E's merged model itself, once per
 dtype, so both are measured in one run. `--workers 1 2` loads each policy once per worker-process count
-(`serve-memory --workers`). `--record NAME` also writes the table as the result record docs/results/NAME.json.
+(`serve-memory --workers`). With `--store postgresql://...` the same graph is also served from that
+PostgreSQL store, by one serve-memory process and then by two on the one store (`benchmarks.service_backends`):
+a second table sets its semantic retrieve rows beside SQLite's of the same run. `--record NAME` also writes
+the tables (and the target lines) as the result record docs/results/NAME.json. The HTTP side (servers,
+clients, CPU) is `benchmarks.service_client`.
 
     python -m benchmarks.service_load --entries 10000 --requests 160
+    python -m benchmarks.service_load --entries 10000 --concurrency 1 8 --policies semantic --store postgresql://...
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +33,6 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
 import numpy as np
 
 from benchmarks.common import (
@@ -43,6 +45,8 @@ from benchmarks.common import (
     result_table,
     save_record,
 )
+from benchmarks.service_backends import backend_table, postgres_graph_ready, postgres_rows
+from benchmarks.service_client import Server, free_port, load, measure_replicas
 from memora_rl.data.load import SHARED_LOCOMO_PATH
 
 if TYPE_CHECKING:
@@ -58,12 +62,15 @@ def entry_texts(number: int) -> tuple[str, str]:
     return f"{name} + {thing}", f"{name} keeps the {thing} near {WORDS[(number // 7) % 16]} hall, item {number}"
 
 
-def build_graph(path: Path, entries: int, seed: int) -> float:
-    """Bulk-load graph `bench` (entries with ~3 anchors from a pool of entries / 10); returns seconds."""
+def build_graph(location: str, entries: int, seed: int) -> float:
+    """Bulk-load graph `bench` (entries with ~3 anchors from a pool of entries / 10) into a store; returns seconds.
+
+    The same seed gives the same graph (vectors and texts) in any store, so backends serve equal graphs.
+    """
     from memora_rl.memory import open_store
 
     started = time.perf_counter()
-    with open_store(path) as store:
+    with open_store(location) as store:
         rng = np.random.default_rng(seed)
         pool = max(100, entries // 10)
         bulk_load(store, entries, store.embedder.dim, rng, graph=GRAPH, pool=pool, value_noise=None, texts=entry_texts)
@@ -103,121 +110,31 @@ def baseline(store_path: Path, texts: list[str]) -> dict:
     return {"p50": percentile_ms(samples, 50), "p95": percentile_ms(samples, 95)}
 
 
-async def load(url: str, path: str, bodies: list[dict], concurrency: int) -> dict:
-    """Send every body with `concurrency` closed-loop clients; latency percentiles, requests/s, errors."""
-    queue = list(reversed(bodies))
-    samples: list[float] = []
-    errors = 0
-
-    async def client(http: httpx.AsyncClient) -> None:
-        nonlocal errors
-        while queue:
-            body = queue.pop()
-            started = time.perf_counter()
-            try:
-                response = await http.post(path, json=body) if body else await http.get(path)
-                if response.status_code != 200:
-                    errors += 1
-                    continue
-            except httpx.HTTPError:
-                errors += 1
-                continue
-            samples.append(time.perf_counter() - started)
-
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
-        started = time.perf_counter()
-        await asyncio.gather(*(client(http) for _ in range(concurrency)))
-        wall = time.perf_counter() - started
-    return {"p50": percentile_ms(samples, 50), "p95": percentile_ms(samples, 95), "rps": len(samples) / wall,
-            "errors": errors, "n": len(bodies)}  # fmt: skip
-
-
-class Server:
-    """A `memora-rl serve-memory` subprocess on a free loopback port, without tokens (`--no-auth`: loopback only)."""
-
-    def __init__(self, stores: list[Path], policy_args: list[str], port: int, start_timeout_s: float) -> None:
-        executable = Path(sys.executable).with_name("memora-rl")
-        store_args = [arg for store in stores for arg in ("--store", str(store))]
-        command = [str(executable), "serve-memory", *store_args, "--port", str(port), "--no-auth", *policy_args]
-        self.url = f"http://127.0.0.1:{port}"
-        self.start_timeout_s = start_timeout_s
-        self.log = stores[0].with_name(f"serve-{port}.log")
-        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_WAIT_POLICY": "PASSIVE"}
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(command, env=environment, stdout=log, stderr=subprocess.STDOUT)
-
-    def __enter__(self) -> Server:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise SystemExit(f"serve-memory exited: {self.log.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.5)
-        self.__exit__()
-        raise SystemExit(f"serve-memory did not answer /healthz within {self.start_timeout_s:g} s (log: {self.log})")
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU seconds the server and its worker processes have used so far (nan without /proc)."""
-        stats: dict[int, list[str]] = {}
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                stats[int(stat.parent.name)] = stat.read_text().rpartition(")")[2].split()
-            except OSError:  # a process that ended meanwhile
-                continue
-        if self.process.pid not in stats:
-            return float("nan")
-        tree, grew = {self.process.pid}, True
-        while grew:
-            children = {pid for pid, fields in stats.items() if int(fields[1]) in tree}  # fields[1]: parent pid
-            grew = not children <= tree
-            tree |= children
-        ticks = sum(int(stats[pid][11]) + int(stats[pid][12]) for pid in tree)  # utime, stime
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-    def measure(self, path: str, bodies: list[dict], concurrency: int) -> dict:
-        """`load` plus the server's CPU milliseconds per request."""
-        before = self.cpu_seconds()
-        result = asyncio.run(load(self.url, path, bodies, concurrency))
-        return {**result, "cpu_ms": (self.cpu_seconds() - before) * 1000.0 / max(len(bodies), 1)}
-
-    def __exit__(self, *_: object) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # still finishing walks on a slow LLM: the rows are already measured
-            print(f"serve-memory did not stop within 30 s of SIGTERM; killed (log: {self.log})", file=sys.stderr)
-            self.process.kill()
-            self.process.wait()
-
-
-def free_port() -> int:
-    """A free TCP port on loopback."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def retrieve_rows(
-    server: Server, label: str, graph: str, texts: list[str], levels: list[int], requests: int, start: int = 0
+    servers: Server | list[Server],
+    label: str,
+    graph: str,
+    texts: list[str],
+    levels: list[int],
+    requests: int,
+    start: int = 0,
 ) -> list[dict]:
     """One row per concurrency level of retrieves from `texts`, from position `start` on (after a warm-up).
 
-    Every question is new to the server's embedding cache: a text sent before (past the end of
-    `texts`, wrapping) gets its round number appended, so each row pays for its query embeddings.
+    Several `servers` (replicas of one store) share each level's clients evenly. Every question is
+    new to the servers' embedding caches: a text sent before (past the end of `texts`, wrapping)
+    gets its round number appended, so each row pays for its query embeddings.
     """
-    asyncio.run(load(server.url, "/v1/retrieve", [{"graph": graph, "question": f"warm up {n}"} for n in range(4)], 2))
+    servers = servers if isinstance(servers, list) else [servers]
+    for server in servers:
+        warm_up = [{"graph": graph, "question": f"warm up {n}"} for n in range(4)]
+        asyncio.run(load(server.url, "/v1/retrieve", warm_up, 2))
     rows = []
     for number, level in enumerate(levels):
         picks = [start + number * requests + n for n in range(requests)]
         chosen = [texts[i % len(texts)] + (f" (round {i // len(texts)})" if i >= len(texts) else "") for i in picks]
         bodies = [{"graph": graph, "question": text} for text in chosen]
-        rows.append({"what": label, "concurrency": level, **server.measure("/v1/retrieve", bodies, level)})
+        rows.append({"what": label, "concurrency": level, **measure_replicas(servers, "/v1/retrieve", bodies, level)})
     return rows
 
 
@@ -316,7 +233,7 @@ def server_rows(
 
 
 def main() -> None:
-    """Build the graph, measure the baseline, then load each policy's server and the ingest path."""
+    """Build the graph, measure the baseline, then load each policy's server, the ingest path and PostgreSQL."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=10_000, help="entries of the benchmark graph")
     parser.add_argument("--requests", type=int, default=160, help="retrieves per concurrency level")
@@ -336,34 +253,61 @@ def main() -> None:
     parser.add_argument("--start-timeout", type=float, default=600, help="seconds a server may take to start")
     parser.add_argument("--workdir", type=Path, default=None, help="folder of the store (default: a temp dir)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1], help="serve-memory --workers values to load")
+    store_help = "also serve the graph from this PostgreSQL store (one replica, then two), beside SQLite"
+    parser.add_argument("--store", default=None, metavar="postgresql://...", help=store_help)
     add_record_option(parser)
     args = parser.parse_args()
     if args.llm_dtypes and args.llm_export is None:
         parser.error("--llm-dtypes serves --llm-export's merged model: pass --llm-export too.")
     if args.llm_dtypes and not (args.llm_export / "merged" / "config.json").is_file():
         parser.error(f"--llm-export {args.llm_export} holds no merged model; export it with `memora-rl export --merge`")
+    if args.store is not None and not (args.store.startswith(("postgresql://", "postgres://")) and
+                                       "semantic" in args.policies and 1 in args.workers):  # fmt: skip
+        parser.error("--store takes a postgresql://user@host:port/db URL, compared with SQLite's semantic rows "
+                     "(keep semantic in --policies and 1 in --workers).")  # fmt: skip
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="service_load_"))
     store = workdir / "service.sqlite"
     if not store.exists():
-        print(f"building {args.entries} entries: {build_graph(store, args.entries, args.seed):.1f} s", file=sys.stderr)
+        print(f"building {args.entries} entries: {build_graph(str(store), args.entries, args.seed):.1f} s",
+              file=sys.stderr)  # fmt: skip
+    if args.store is not None and not postgres_graph_ready(args.store, args.entries):
+        seconds = build_graph(args.store, args.entries, args.seed)
+        print(f"building {args.entries} entries in PostgreSQL: {seconds:.1f} s", file=sys.stderr)
     base = baseline(store, [f"{text} (baseline)" for text in questions(args.requests)])  # no retrieve row sends these
-    stores, locomo = [store], None
+    stores, locomo = [str(store)], None
     if args.locomo is not None and args.locomo.is_file():
         locomo = build_locomo(workdir / "locomo.sqlite", args.locomo)
-        stores.append(workdir / "locomo.sqlite")
+        stores.append(str(workdir / "locomo.sqlite"))
     rows: list[dict] = []
     number = 0  # each server's questions are its own
     for name, endpoint in policy_servers(args):
         with endpoint as policy_args:
             for workers in args.workers:
                 command = [*policy_args, "--workers", str(workers)]
-                with Server(stores, command, free_port(), args.start_timeout) as server:
+                with Server(stores, command, free_port(), args.start_timeout, workdir) as server:
                     rows += server_rows(args, server, name, workers, number, locomo)
                 number += 1
-    table = load_table(rows, base)
-    print(markdown(table))
+    tables, notes = [load_table(rows, base)], []
+    if args.store is not None:
+        table, notes = compare_postgres(args, rows, number, workdir)
+        tables.append(table)
+    print("\n\n".join(markdown(table) for table in tables))
+    print("\n".join(notes))
     title = f"serve-memory over loopback ({args.entries}-entry graph): retrieve latency and throughput, ingest"
-    save_record(args, title, [table])
+    save_record(args, title, tables, notes)
+
+
+def compare_postgres(args: argparse.Namespace, rows: list[dict], number: int, workdir: Path) -> tuple:
+    """The SQLite-and-PostgreSQL table and its target lines: PostgreSQL measured now, SQLite's semantic rows reused."""
+    texts = questions(args.requests)
+
+    def rows_of(servers: list[Server], label: str, number: int) -> list[dict]:
+        start = number * len(args.concurrency) * args.requests
+        return retrieve_rows(servers, label, GRAPH, texts, args.concurrency, args.requests, start)
+
+    pg_rows = postgres_rows(args.store, rows_of, number, args.start_timeout, workdir)
+    sqlite_rows = [row for row in rows if row["what"] == f"retrieve, semantic, {args.entries} entries"]
+    return backend_table(sqlite_rows, pg_rows)
 
 
 if __name__ == "__main__":

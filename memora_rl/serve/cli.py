@@ -16,7 +16,14 @@ logger = logging.getLogger(__name__)
 
 
 def serve_memory(
-    store: Annotated[list[Path], typer.Option("--store", help="SQLite graph store file (repeatable).")],
+    store: Annotated[
+        list[str],
+        typer.Option(
+            "--store",
+            help="Graph store: a SQLite file or a postgresql://user@host:port/db URL, which several serve-memory "
+            "replicas may share (repeatable).",
+        ),
+    ],
     policy: Annotated[str, typer.Option(help="Retrieval policy: semantic, heuristic or llm.")] = "semantic",
     llm_base_url: Annotated[str | None, typer.Option(help="policy=llm: endpoint serving the export (.../v1).")] = None,
     llm_model: Annotated[str | None, typer.Option(help="policy=llm: served model or adapter name.")] = None,
@@ -47,6 +54,7 @@ def serve_memory(
         int,
         typer.Option(help="Threads per query embedding (PyTorch or ONNX Runtime); 1 avoids oversubscribing cores."),
     ] = 1,
+    read_connections: Annotated[int | None, config_option(ServeConfig, "read_connections")] = None,
     max_body_bytes: Annotated[int | None, config_option(ServeConfig, "max_body_bytes")] = None,
     max_question_chars: Annotated[int | None, config_option(ServeConfig, "max_question_chars")] = None,
     max_ingest_turns: Annotated[int | None, config_option(ServeConfig, "max_ingest_turns")] = None,
@@ -76,7 +84,8 @@ def serve_memory(
             builder=builder, builder_llm_base_url=builder_llm_base_url, builder_llm_model=builder_llm_model,
             budget=budget, runs_dir=runs_dir, host=host, port=port, workers=workers, threads=torch_threads,
             allowed_hosts=allowed_host or [], no_auth=no_auth, tokens=tokens,
-            **given(max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
+            **given(read_connections=read_connections, max_body_bytes=max_body_bytes,
+                    max_question_chars=max_question_chars,
                     max_ingest_turns=max_ingest_turns, max_ingest_chars=max_ingest_chars,
                     request_timeout_s=request_timeout_s),
         )  # fmt: skip

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from memora_rl.config import StrictModel
 from memora_rl.errors import ConfigError
@@ -18,9 +19,11 @@ PolicyName = Literal["semantic", "heuristic", "llm"]
 class ServeConfig(StrictModel):
     """What one memory-service process serves."""
 
-    stores: list[Path] = Field(min_length=1)
-    """SQLite graph store files; every graph they hold is served under its graph id (ids must not collide).
-    A missing file is created empty (ingest then creates graphs in the first store)."""
+    stores: list[str] = Field(min_length=1)
+    """Graph stores: SQLite files or `postgresql://user@host:port/db` URLs (PostgreSQL + pgvector, which several
+    serve-memory replicas may share); every graph they hold is served under its graph id (ids must not collide).
+    A missing store is created empty (ingest then creates graphs in the first store). Clients see a store by
+    name only (a file name, `postgresql:<database>[.<schema>]`), never its folder, host or password."""
     policy: PolicyName = "semantic"
     """The retrieval policy every `/v1/retrieve` walks the graph with."""
     llm_base_url: str | None = None
@@ -76,7 +79,13 @@ class ServeConfig(StrictModel):
     """TCP port (0 picks a free one)."""
     workers: int = Field(default=1, ge=1, le=64)
     """uvicorn worker processes, each with its own embedder, connections and policy client; requests are spread
-    over them (about one per core). Ingests stay serialised across them by a file lock beside each store."""
+    over them (about one per core). Ingests stay serialised across them: by a file lock beside a SQLite store,
+    by the database's write lock on PostgreSQL."""
+    read_connections: int = Field(default=4, ge=1, le=32)
+    """Read connections per PostgreSQL store, taken in turn by requests. A store object runs one statement at a
+    time on its connection, and a PostgreSQL read is a round trip to the server, so with one connection
+    concurrent retrieves would take turns; each connection keeps its own in-memory views of the graphs it
+    reads (memory grows with it). A SQLite store keeps one (its reads are in-process)."""
     threads: int = Field(default=1, ge=1, le=64)
     """Threads of a query embedding (PyTorch or ONNX Runtime); 1 avoids oversubscribing cores under concurrency."""
     no_auth: bool = False
@@ -87,6 +96,20 @@ class ServeConfig(StrictModel):
     """SQLite file of the access tokens (`memora-rl tokens create`), created when missing; None: the default,
     `$MEMORA_RL_HOME/serve/tokens.sqlite`. Read on every request, so a token created or revoked while the
     service runs takes effect at once. Unused with `no_auth`."""
+
+    @field_validator("stores", mode="before")
+    @classmethod
+    def _locations(cls, stores: object) -> object:
+        """Paths as text; a URL that went through `pathlib.Path` (its `//` became `/`) is refused, naming the fix."""
+        if not isinstance(stores, list | tuple):
+            return stores
+        for store in stores:
+            if isinstance(store, Path) and re.match(r"postgres(ql)?:/", str(store)):
+                raise ConfigError(
+                    f"stores: {store} looks like a PostgreSQL URL turned into a file path (its '//' became '/'); "
+                    "pass the URL as a string, e.g. stores=['postgresql://user@host/db']."
+                )
+        return [str(store) if isinstance(store, Path) else store for store in stores]
 
     @model_validator(mode="after")
     def _llm_needs_endpoint(self) -> ServeConfig:

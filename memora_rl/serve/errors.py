@@ -6,7 +6,8 @@ ingest batch or question over a limit 413 or 422 (`memora_rl.serve.limits`); no 
 `WWW-Authenticate: Bearer`), a token without the scope 403 (`memora_rl.serve.auth`); unknown ids and routes 404;
 an ingest another process raced 409; the policy's LLM down 502; a request past `request_timeout_s` 503; a
 crash 500. The HTML pages answer the same words as an HTML page (`memora_rl.serve.error_pages`). Answers
-never show the server's filesystem paths: store files and the runs folder appear by name (`hide_paths`).
+never show the server's filesystem paths or database URLs: stores and the runs folder appear by name
+(`hide_paths`).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from memora_rl.errors import ConfigError, GraphError, LLMError
+from memora_rl.memory import is_postgres_url
+from memora_rl.memory.pg_connection import redact
 from memora_rl.serve.auth import AccessError
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.error_pages import error_page, wants_html_error
 from memora_rl.serve.eval_runs import EvalRunError
-from memora_rl.serve.graphs import UnknownGraphError
+from memora_rl.serve.graphs import UnknownGraphError, store_name
 from memora_rl.serve.ingest import IngestConflictError
 from memora_rl.serve.limits import LimitError
 
@@ -112,16 +115,23 @@ def error_text(error: Exception) -> str:
 
 
 def hide_paths(text: str, config: ServeConfig | None) -> str:
-    """`text` with the served store files and the runs folder shown by name, not by their filesystem path.
+    """`text` with the served stores and the runs folder shown by name, not by their filesystem path or URL.
+
+    A PostgreSQL store's URL, with or without its password, becomes `postgresql:<database>[.<schema>]`.
 
     >>> hide_paths("no session in /srv/m/a.sqlite", ServeConfig(stores=["/srv/m/a.sqlite"]))
     'no session in a.sqlite'
+    >>> hide_paths("not in postgresql://ann@db:5432/mem", ServeConfig(stores=["postgresql://ann:pw@db:5432/mem"]))
+    'not in postgresql:mem'
     """
     if config is None:
         return text
     folders = [config.runs_dir] if config.runs_dir is not None else []
     names: dict[str, str] = {}
-    for path in [*config.stores, *folders]:
+    for location in config.stores:
+        if is_postgres_url(location):
+            names[location] = names[redact(location)] = store_name(location)
+    for path in [*(store for store in config.stores if not is_postgres_url(store)), *folders]:
         resolved = Path(path).resolve()
         for spelling in (str(path), str(resolved)):
             if os.sep in spelling:  # a bare name (`g.sqlite`, `.`) shows no folder; replacing it could garble text

@@ -5,9 +5,11 @@ session + 1), so episode ids (`ep-s<session>-<n>`) and default turn ids (`D<sess
 never collide with earlier batches. The extractive builder plans the batch without the store
 (all embedding happens before the write lock is taken); other builders (Memora, NEMORI) run
 their `build` inside the batch. Either way a failure rolls the whole batch back. Inside the
-batch the session number is read again: if a writer outside serve-memory's ingest lock (a
-`graph build` into the same file) wrote a session since, the batch is refused
-(`IngestConflictError`, HTTP 409) and nothing is written.
+batch (once the store's write lock is held) the session number is read again: if another
+writer added a session since, nothing is written. On SQLite that writer is outside
+serve-memory's ingest lock (a `graph build` into the same file) and the batch is refused
+(`IngestConflictError`, HTTP 409); on PostgreSQL it is usually another replica, and the batch
+is planned again with the write lock held, so it lands once, as the next session.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from typing import Any, Protocol
 
 from memora_rl.builders.base import Builder
@@ -25,7 +27,7 @@ from memora_rl.errors import ConfigError, GraphError
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import Decider
 from memora_rl.serve.graphs import StoreHandle
-from memora_rl.serve.idempotency import IdempotencyLog
+from memora_rl.serve.idempotency import KeyClaim
 from memora_rl.serve.limits import Deadline
 from memora_rl.serve.schemas import IngestRequest, IngestResponse
 from memora_rl.turn_ids import turn_key
@@ -36,7 +38,7 @@ _SESSION_OF_EPISODE = re.compile(r"^ep-s(\d+)-")
 
 
 class IngestConflictError(GraphError):
-    """Another writer of the store file added a session to the graph while this batch was prepared (HTTP 409)."""
+    """Another writer of the store added a session to the graph while this batch was prepared (HTTP 409 on SQLite)."""
 
 
 class PlanningBuilder(Protocol):
@@ -66,7 +68,7 @@ def _check_session(handle: StoreHandle, graph_id: str, session_index: int) -> No
     now = next_session_index(handle, graph_id)
     if now != session_index:
         raise IngestConflictError(
-            f"graph {graph_id!r}: another writer of {handle.path.name} added session {now - 1} while this batch was "
+            f"graph {graph_id!r}: another writer of {handle.name} added session {now - 1} while this batch was "
             f"prepared as session {session_index}; nothing was written, send the batch again."
         )
 
@@ -100,14 +102,20 @@ def _classify(before: MemoryEntry | None, after: MemoryEntry) -> str:
 
 
 def _write_planned(
-    handle: StoreHandle, builder: PlanningBuilder, conversation: Conversation, graph_id: str, deadline: Deadline
+    handle: StoreHandle,
+    builder: PlanningBuilder,
+    conversation: Conversation,
+    graph_id: str,
+    deadline: Deadline,
+    batch: AbstractContextManager[object],
 ) -> dict:
-    """Plan (embed) the batch, then, unless past the deadline, write every episode and candidate in one batch."""
+    """Plan (embed) the batch, then, unless past the deadline, write every episode and candidate in `batch`."""
     plan = builder.plan(conversation, graph_id)
     outcome: dict[str, list[str]] = {"episodes": [], "created": [], "merged": [], "replaced": []}
     writer = handle.writer
     deadline.check("planning the batch")
-    with writer.batch():
+    with batch:
+        deadline.check("waiting for the store's write lock")
         _check_session(handle, graph_id, conversation.sessions[0].index)
         for segment in plan:
             writer.add_episode(segment.episode)
@@ -126,9 +134,14 @@ def _merge_kind(entry: MemoryEntry) -> str:
 
 
 def _write_built(
-    handle: StoreHandle, builder: Builder, conversation: Conversation, graph_id: str, deadline: Deadline
+    handle: StoreHandle,
+    builder: Builder,
+    conversation: Conversation,
+    graph_id: str,
+    deadline: Deadline,
+    batch: AbstractContextManager[object],
 ) -> dict:
-    """Unless past the deadline, run a builder's own `build` inside one batch and diff the graph to say what changed.
+    """Unless past the deadline, run a builder's own `build` inside `batch` and diff the graph to say what changed.
 
     The build (LLM calls) runs inside the batch, so the deadline is checked only before it starts.
     """
@@ -137,7 +150,8 @@ def _write_built(
     before = {entry.id: entry for entry in writer.entries(graph_id)} if known else {}
     episodes_before = {episode.id for episode in writer.episodes(graph_id)} if known else set()
     deadline.check("reading the graph before the build")
-    with writer.batch():
+    with batch:
+        deadline.check("waiting for the store's write lock")
         _check_session(handle, graph_id, conversation.sessions[0].index)
         builder.build(conversation, writer, graph_id)
         after = writer.entries(graph_id)
@@ -162,33 +176,24 @@ def ingest_batch(
 ) -> IngestResponse:
     """Add `request.turns` to graph `request.graph` in `handle`'s store as one transaction.
 
-    Ingests into one store are serialised, across processes too (SQLite has one writer at a time); a failure leaves
-    the store exactly as it was before the batch. A retried `idempotency_key` gets its first answer and writes
-    nothing (`memora_rl.serve.idempotency`); turns whose client id the graph already holds are skipped.
-    `deadline` bounds the wait for the store's write lock and is checked again just before the write.
+    Ingests into one store are serialised, across processes too (SQLite: a file lock; PostgreSQL: the database's
+    write lock around each batch); a failure leaves the store exactly as it was before the batch. A retried
+    `idempotency_key` gets its first answer and writes nothing (`memora_rl.serve.idempotency`), on any replica;
+    turns whose client id the graph already holds are skipped. `deadline` bounds the wait for the store's
+    ingest lock and for the request's key, and is checked again once the write lock is held, before any write.
 
     Raises:
         ConfigError: two turns of the batch share an id, or its idempotency key was first sent with another batch.
+        IngestConflictError: on SQLite, a writer outside serve-memory added a session while the batch was planned.
         RequestTimeoutError: the deadline passed before the batch was written (nothing was written).
     """
     started = time.perf_counter()
     deadline = deadline or Deadline.start(float("inf"))
-    log = IdempotencyLog(handle.path)
-    with _locked(handle, deadline):
-        replayed = log.find(request)
-        if replayed is not None:
-            return replayed
-        known = stored_turn_ids(handle, request.graph)
-        skipped = list(dict.fromkeys(t.id for t in request.turns if t.id is not None and t.id in known))
-        fresh = request.model_copy(update={"turns": [turn for turn in request.turns if turn.id not in skipped]})
-        if not fresh.turns:
-            response = IngestResponse(graph=request.graph, session_index=None, turn_ids=[], skipped_turn_ids=skipped,
-                                      episodes=[], created=[], merged=[], replaced=[], seconds=0.0)  # fmt: skip
-            log.record(request, response)
-            return response
-        response = _ingest_fresh(handle, builder, fresh, started, deadline)
-        response.skipped_turn_ids = skipped
-        log.record(request, response)
+    with _locked(handle, deadline), _claimed(handle, request, deadline) as claim:
+        if claim.replayed is not None:
+            return claim.replayed
+        response = _ingest_new_turns(handle, builder, request, started, deadline)
+        claim.record(response)
     return response
 
 
@@ -203,16 +208,57 @@ def _locked(handle: StoreHandle, deadline: Deadline) -> Iterator[None]:
         yield
 
 
-def _ingest_fresh(
+@contextmanager
+def _claimed(handle: StoreHandle, request: IngestRequest, deadline: Deadline) -> Iterator[KeyClaim]:
+    """Hold the request's idempotency key (other replicas sending the same batch wait), no longer than the deadline."""
+    with ExitStack() as stack:
+        try:
+            claim = stack.enter_context(handle.keys.claim(request, deadline.left_s()))
+        except TimeoutError as error:
+            raise deadline.expired("waiting for another ingest of the same idempotency_key") from error
+        yield claim
+
+
+def _ingest_new_turns(
     handle: StoreHandle, builder: Builder, request: IngestRequest, started: float, deadline: Deadline
 ) -> IngestResponse:
-    """Write the batch's new turns as the graph's next session (the ingest lock held)."""
+    """Write the batch's new turns as the graph's next session (the ingest lock held).
+
+    The batch is planned (embedded) before the store's write lock is taken. On PostgreSQL another
+    replica may add a session meanwhile (it takes no lock of this process): the batch is then
+    refused inside its transaction, and planned again with the write lock held, so that nothing
+    can come between; it lands once, as the next session. On SQLite, serve-memory processes take
+    turns on the file lock, so a conflict means an outside writer (`graph build`): 409.
+    """
+    try:
+        return _attempt(handle, builder, request, started, deadline, in_batch=False)
+    except IngestConflictError:
+        if not handle.shared_writers:
+            raise
+        logger.info("graph %r: another replica added a session while this batch was planned; planning it again "
+                    "with the store's write lock held", request.graph)  # fmt: skip
+    with handle.writer.batch():
+        deadline.check("waiting for the store's write lock")
+        return _attempt(handle, builder, request, started, deadline, in_batch=True)
+
+
+def _attempt(
+    handle: StoreHandle, builder: Builder, request: IngestRequest, started: float, deadline: Deadline, in_batch: bool
+) -> IngestResponse:
+    """Skip the turns the graph holds, plan the rest as its next session and write it (`in_batch`: inside one open)."""
+    known = stored_turn_ids(handle, request.graph)
+    skipped = list(dict.fromkeys(t.id for t in request.turns if t.id is not None and t.id in known))
+    request = request.model_copy(update={"turns": [turn for turn in request.turns if turn.id not in skipped]})
+    if not request.turns:
+        return IngestResponse(graph=request.graph, session_index=None, turn_ids=[], skipped_turn_ids=skipped,
+                              episodes=[], created=[], merged=[], replaced=[], seconds=0.0)  # fmt: skip
     session_index = next_session_index(handle, request.graph)
     conversation = batch_conversation(request, session_index)
+    batch = nullcontext() if in_batch else handle.writer.batch()
     if hasattr(builder, "plan") and hasattr(builder, "decider"):
-        outcome = _write_planned(handle, builder, conversation, request.graph, deadline)  # type: ignore[arg-type]
+        outcome = _write_planned(handle, builder, conversation, request.graph, deadline, batch)  # type: ignore[arg-type]
     else:
-        outcome = _write_built(handle, builder, conversation, request.graph, deadline)
+        outcome = _write_built(handle, builder, conversation, request.graph, deadline, batch)
     seconds = time.perf_counter() - started
     logger.info(
         "ingested %d turns into %s: %d created, %d merged, %d replaced in %.2f s",
@@ -223,6 +269,7 @@ def _ingest_fresh(
         graph=request.graph,
         session_index=session_index,
         turn_ids=[turn.id for turn in conversation.turns()],
+        skipped_turn_ids=skipped,
         episodes=outcome["episodes"],
         created=outcome["created"],
         merged=outcome["merged"],

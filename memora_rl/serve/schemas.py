@@ -134,7 +134,8 @@ class GraphSummary(BaseModel):
 
     id: str
     store: str
-    """The file name of the store holding the graph (its folder is not shown: answers do not reveal paths)."""
+    """The name of the store holding the graph: its file name, or `postgresql:<database>[.<schema>]` (no folder,
+    host, user or password: answers do not reveal where the store lives)."""
     entries: int
     anchors: int
     episodes: int

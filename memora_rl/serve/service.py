@@ -83,7 +83,7 @@ class MemoryService:
     def __init__(self, config: ServeConfig, embedder: Embedder | None = None, policy: Policy | None = None) -> None:
         self.config = config
         self.env = served_env(config)
-        self.graphs = GraphRegistry(config.stores, embedder)
+        self.graphs = GraphRegistry(config.stores, embedder, config.read_connections)
         self.policy = policy or make_policy(config, self.env)
         if not self.policy.reads_frontier:
             self.env = self.env.model_copy(update={"frontier_limit": 0})

@@ -39,6 +39,32 @@ def test_service_load_benchmark_small(tmp_path: Path) -> None:
     assert [table["columns"], *table["rows"]] == table_rows(done.stdout)
 
 
+@pytest.mark.slow
+def test_service_load_benchmark_small_on_postgres_beside_sqlite(tmp_path: Path, postgres_url: str) -> None:
+    from tests.postgres_fixtures import fresh_store_url
+
+    store = fresh_store_url(postgres_url, "service_load")
+    args = ["--entries", "200", "--requests", "4", "--concurrency", "1", "2", "--policies", "semantic",
+            "--ingest-batches", "1", "--locomo", str(tmp_path / "absent.json"), "--workdir", str(tmp_path),
+            "--store", store, "--record", "service-load-pg", "--results-dir", str(tmp_path / "results")]  # fmt: skip
+    done = run_benchmark("service_load", *args)
+    rows = rows_by_label(done.stdout)
+    sqlite, one = rows[("retrieve, semantic, SQLite", 2)], rows[("retrieve, semantic, PostgreSQL", 2)]
+    two = rows[("retrieve, semantic, PostgreSQL, 2 replicas", 2)]
+    assert sqlite[5] == one[5] == two[5] == "0/4"  # no errors on either backend
+    assert float(one[8]) == pytest.approx(float(one[2]) / float(sqlite[2]), rel=0.05)  # p50 over SQLite's
+    assert float(two[9]) == pytest.approx(float(two[4]) / float(one[4]), rel=0.05)  # req/s over one replica's
+    assert float(one[7]) > 0 and float(two[6]) > 0  # machine cores busy and server CPU measured
+    assert "PostgreSQL semantic retrieve p50 at 2 clients" in done.stdout and "Two PostgreSQL replicas" in done.stdout
+    record = json.loads((tmp_path / "results" / "service-load-pg.json").read_text())
+    assert [[table["columns"], *table["rows"]] for table in record["tables"]] == [
+        table_rows(part) for part in done.stdout.split("\n\n")
+    ]
+    assert any("Two PostgreSQL replicas" in note for note in record["notes"])
+    again = run_benchmark("service_load", args[0], "500", *args[2:], timeout=300, check=False)  # another size
+    assert again.returncode != 0 and "--entries 200" in again.stderr and "holds graph 'bench' with 200" in again.stderr
+
+
 def test_llm_dtypes_need_an_export_with_a_merged_model(tmp_path: Path) -> None:
     """--llm-dtypes serves the export's merged model: without one, the run stops before it builds anything."""
     base = ["--entries", "50", "--requests", "2", "--policies", "--locomo", str(tmp_path / "absent.json"),

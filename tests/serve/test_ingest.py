@@ -16,7 +16,7 @@ from memora_rl.serve.schemas import IngestRequest, IngestTurn
 def _handle(path: Path, embedder) -> StoreHandle:
     """A reader and a writer connection on one store file, as the service opens them."""
     reader, writer = open_store(path, embedder=embedder), open_store(path, embedder=embedder)
-    return StoreHandle(path=path, reader=reader, writer=writer)
+    return StoreHandle(location=str(path), reader=reader, writer=writer)
 
 
 class BuildOnly:
