@@ -20,7 +20,9 @@ setup: $(STAMP)
 # bytecode on every core. It reads no pip configuration, so pip's find-links (where a machine keeps its CPU
 # build of torch) are handed on.
 UV := $(BIN)/uv
-UV_FIND_LINKS ?= $(PIP_FIND_LINKS)
+ifndef UV_FIND_LINKS
+UV_FIND_LINKS := $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+endif
 export UV_FIND_LINKS
 
 # Re-runs only when pyproject.toml changes; every step is idempotent.
