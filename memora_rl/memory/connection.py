@@ -5,14 +5,47 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from memora_rl.errors import GraphError
 from memora_rl.memory.schema import connect
 
+Conn = TypeVar("Conn")
+"""What a store connection's transactions hand out: a `sqlite3.Connection`, or `PgConn` on PostgreSQL."""
 
-class StoreConnection:
+
+class BatchingConnection(Generic[Conn]):
+    """`batch()` over a connection's `transaction()`: the part SQLite's and PostgreSQL's store connections share."""
+
+    lock: threading.RLock
+    _batch_thread: int | None
+    """The thread whose `batch` is open, if any (its `transaction`s join the batch)."""
+
+    def transaction(self) -> AbstractContextManager[Conn]:
+        """One write transaction under the lock (each backend's own)."""
+        raise NotImplementedError
+
+    @contextmanager
+    def batch(self) -> Iterator[Conn]:
+        """One write transaction around every write this thread makes inside the block (all or nothing).
+
+        Raises:
+            GraphError: a batch is already open on this thread (batches do not nest).
+        """
+        with self.lock:
+            if self._batch_thread == threading.get_ident():
+                raise GraphError("batch() is already open on this thread; batches do not nest.")
+            with self.transaction() as conn:
+                self._batch_thread = threading.get_ident()
+                try:
+                    yield conn
+                finally:
+                    self._batch_thread = None
+
+
+class StoreConnection(BatchingConnection[sqlite3.Connection]):
     """One SQLite connection shared by all threads of a store, and the lock that serialises its use.
 
     The lock (reentrant) is held around everything that must not interleave with another
@@ -59,23 +92,6 @@ class StoreConnection:
                 self.conn.execute("ROLLBACK")
                 raise
             self._commits += 1
-
-    @contextmanager
-    def batch(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction around every write this thread makes inside the block (all or nothing).
-
-        Raises:
-            GraphError: a batch is already open on this thread (batches do not nest).
-        """
-        with self.lock:
-            if self._batch_thread == threading.get_ident():
-                raise GraphError("batch() is already open on this thread; batches do not nest.")
-            with self.transaction() as conn:
-                self._batch_thread = threading.get_ident()
-                try:
-                    yield conn
-                finally:
-                    self._batch_thread = None
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:

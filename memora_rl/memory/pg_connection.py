@@ -33,6 +33,7 @@ import numpy as np
 from memora_rl.errors import GraphError
 from memora_rl.memory import pg_schema
 from memora_rl.memory.config import StoreConfig
+from memora_rl.memory.connection import BatchingConnection
 from memora_rl.memory.pg_schema import load_psycopg
 from memora_rl.memory.sql_io import VectorBytes
 
@@ -174,7 +175,7 @@ def _connect(url: str, label: str, config: StoreConfig) -> psycopg.Connection:
     return raw
 
 
-class PgStoreConnection:
+class PgStoreConnection(BatchingConnection[PgConn]):
     """One psycopg connection shared by all threads of a store, and the lock that serialises its use.
 
     The lock (reentrant) is held around the same work as `StoreConnection`'s: write transactions,
@@ -232,23 +233,6 @@ class PgStoreConnection:
             logger.warning(
                 "rollback on %s failed (%s); the server ends the transaction with the connection", self.path, error
             )
-
-    @contextmanager
-    def batch(self) -> Iterator[PgConn]:
-        """One write transaction around every write this thread makes inside the block (all or nothing).
-
-        Raises:
-            GraphError: a batch is already open on this thread (batches do not nest).
-        """
-        with self.lock:
-            if self._batch_thread == threading.get_ident():
-                raise GraphError("batch() is already open on this thread; batches do not nest.")
-            with self.transaction() as conn:
-                self._batch_thread = threading.get_ident()
-                try:
-                    yield conn
-                finally:
-                    self._batch_thread = None
 
     @contextmanager
     def snapshot(self) -> Iterator[PgConn]:
