@@ -1,4 +1,4 @@
-"""What the headroom experiments share: their common options, the baseline and margin tables, the outputs.
+"""What the headroom experiments share: options, baselines and the stop oracle, the learner, tables, outputs.
 
 `choice-headroom` and `stop-headroom` each fit a learner on the training split's walk states and walk the
 held-out split with it; both read their walks against semantic search and the heuristic by dominance, and
@@ -14,6 +14,65 @@ from pathlib import Path
 from typing import Any
 
 SEMANTIC, HEURISTIC, STOP_ORACLE = "semantic", "heuristic", "stop oracle"
+
+
+def fit_scorer(rows: Any, labels: Any, seed: int) -> Any:
+    """A gradient-boosted classifier of the experiment's label from feature rows (deterministic for a seed)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    model = HistGradientBoostingClassifier(
+        max_iter=200, learning_rate=0.05, max_leaf_nodes=15, early_stopping=False, random_state=seed
+    )
+    return model.fit(rows, labels)
+
+
+def stop_oracle(
+    budgets: Sequence[float], by_budget: Mapping[float, Sequence[Mapping[str, float]]]
+) -> dict[float, list[Mapping[str, float]]]:
+    """Per largest budget B: each task's components at the smallest budget (0 = no walk) reaching its recall at B.
+
+    >>> walks = {0: [{"evidence_recall": 0.0}], 1: [{"evidence_recall": 1.0}], 2: [{"evidence_recall": 1.0}]}
+    >>> [row[0]["evidence_recall"] for row in stop_oracle([1, 2], walks).values()]
+    [1.0, 1.0]
+    >>> stop_oracle([2], {0: [{"evidence_recall": 0.5}], 2: [{"evidence_recall": 0.5}]})[2][0] is not None
+    True
+    """
+    ordered = [0.0, *sorted(budgets)]
+    tasks = len(by_budget[0])
+    out: dict[float, list[Mapping[str, float]]] = {}
+    for largest in sorted(budgets):
+        chosen = []
+        for i in range(tasks):
+            target = by_budget[largest][i]["evidence_recall"]
+            first = next(b for b in ordered if by_budget[b][i]["evidence_recall"] >= target)
+            chosen.append(by_budget[first][i])
+        out[largest] = chosen
+    return out
+
+
+def baselines_and_stop_oracle(
+    ctx: Any, semantic_k: Sequence[int], budgets: Sequence[float]
+) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Semantic's and the heuristic's curves on the held-out tasks, and the stop oracle's point at each budget."""
+    from memora_rl.experiments.learning.experiment import measure_point, point_from
+    from memora_rl.experiments.learning.play import play_baseline
+
+    # The heuristic's episodes are kept per task (the stop oracle picks among them); semantic needs points only.
+    by_budget = {0.0: play_baseline(ctx, SEMANTIC)}
+    by_budget |= {float(b): play_baseline(ctx, HEURISTIC, [f"env.budget={b:g}"]) for b in budgets}
+    curves = {
+        SEMANTIC: [measure_point(ctx, SEMANTIC, float(k)) for k in semantic_k],
+        HEURISTIC: [point_from(ctx, f"b={b:g}", b, c) for b, c in by_budget.items() if b > 0],
+    }
+    oracle = [point_from(ctx, f"b<={b:g}", b, c) for b, c in stop_oracle(budgets, by_budget).items()]
+    return curves, oracle
+
+
+def auc(labels: Any, scores: Any) -> float:
+    """Area under the ROC curve (0.5: the scores carry no information; nan when the labels are all one class)."""
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(labels, scores)) if len(set(labels.tolist())) == 2 else float("nan")
 
 
 def headroom_parser(prog: str, description: str | None, out: str) -> argparse.ArgumentParser:

@@ -31,15 +31,18 @@ import numpy as np
 from rich.progress import track
 
 from memora_rl.experiments.choice_features import Featurizer, content_words
-from memora_rl.experiments.choice_headroom import STOP, auc, baselines_and_stop_oracle, fit_scorer
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
+    auc,
     baseline_and_margin_tables,
+    baselines_and_stop_oracle,
+    fit_scorer,
     headroom_parser,
     held_out_context,
     parse_headroom_args,
     write_outputs,
 )
+from memora_rl.policy.baselines import STOP_TEXT
 
 STOP_SCORER = "stop scorer"
 
@@ -121,7 +124,7 @@ def stop_scorer_walk(env: Any, tasks: Sequence[Any], featurizer: Featurizer, mod
                 break
             *_, info = env.step(format_action(ExpandAction(ids=[snapshot.frontier[0].entry_id])))
         if not env.snapshot().done:
-            *_, info = env.step(STOP)
+            *_, info = env.step(STOP_TEXT)
         components.append(dict(info["reward_components"]))
     return components
 

@@ -10,6 +10,7 @@ import pytest
 
 from memora_rl.experiments import choice_headroom
 from memora_rl.experiments.choice_features import Featurizer, evidence_labels
+from memora_rl.experiments.headroom import stop_oracle
 
 QUICKSTART = "configs/grpo/quickstart.yaml"
 
@@ -24,7 +25,7 @@ def test_the_stop_oracle_stops_each_task_at_the_first_budget_reaching_its_recall
         1.0: [_walk(0.0, 20), _walk(1.0, 20), _walk(1.0, 20)],
         2.0: [_walk(1.0, 30), _walk(1.0, 30), _walk(1.0, 30)],
     }
-    stopped = choice_headroom.stop_oracle([1.0, 2.0], by_budget)
+    stopped = stop_oracle([1.0, 2.0], by_budget)
     assert [w["context_tokens"] for w in stopped[1.0]] == [10, 20, 10]  # nothing gained by budget 1 on task 0
     assert [w["context_tokens"] for w in stopped[2.0]] == [30, 20, 10]
     assert [w["evidence_recall"] for w in stopped[2.0]] == [1.0, 1.0, 1.0]
