@@ -14,9 +14,9 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 
 from memora_rl.serve.api import router as api_router
-from memora_rl.serve.api_docs import make_app
 from memora_rl.serve.auth import AuthMiddleware, open_tokens
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.errors import install_error_handlers
@@ -50,7 +50,7 @@ def create_app(service: MemoryService, close_service: bool = True) -> FastAPI:
         if close_service:
             service.close()
 
-    app = make_app(
+    app = FastAPIOffline(  # FastAPI whose /docs and /redoc serve Swagger UI and ReDoc from the package, no CDN
         title="memora-rl memory service",
         description="Retrieve memories by walking a harmonic memory graph with a trained policy; ingest turns.",
         version="0.1.0",
