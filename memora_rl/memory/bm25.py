@@ -148,16 +148,16 @@ class KeywordIndex(Protocol):
         """Make the statistics readable on this connection (once per connection)."""
         ...
 
-    def store_doc_count(self, conn: Any, term: str) -> int:
-        """Entries of the whole store holding a term (a cheap upper bound of any graph's count)."""
+    def store_doc_counts(self, conn: Any, terms: Sequence[str]) -> dict[str, int]:
+        """Entries of the whole store holding each term (a cheap upper bound of any graph's count)."""
         ...
 
-    def graph_doc_count(self, conn: Any, graph_id: str, term: str) -> int:
-        """Entries of the graph holding a term."""
+    def graph_doc_counts(self, conn: Any, graph_id: str, terms: Sequence[str]) -> dict[str, int]:
+        """Entries of the graph holding each term."""
         ...
 
-    def term_frequencies(self, conn: Any, graph_id: str, term: str) -> dict[int, int]:
-        """Occurrences of a term per entry seq of the graph."""
+    def term_frequencies(self, conn: Any, graph_id: str, terms: Sequence[str]) -> dict[str, dict[int, int]]:
+        """Occurrences of each term per entry seq of the graph (terms in no entry map to nothing)."""
         ...
 
     def token_total(self, conn: Any, graph_id: str) -> int:
@@ -179,17 +179,19 @@ class Fts5Keywords:
         """Create the connection's `fts5vocab` views (`ensure_vocab`)."""
         ensure_vocab(conn)
 
-    def store_doc_count(self, conn: sqlite3.Connection, term: str) -> int:
-        """See `store_doc_count`."""
-        return store_doc_count(conn, term)
+    def store_doc_counts(self, conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
+        """See `store_doc_count` (a lookup each: the connection is in-process)."""
+        return {term: store_doc_count(conn, term) for term in terms}
 
-    def graph_doc_count(self, conn: sqlite3.Connection, graph_id: str, term: str) -> int:
+    def graph_doc_counts(self, conn: sqlite3.Connection, graph_id: str, terms: Sequence[str]) -> dict[str, int]:
         """See `graph_doc_count`."""
-        return graph_doc_count(conn, graph_id, term)
+        return {term: graph_doc_count(conn, graph_id, term) for term in terms}
 
-    def term_frequencies(self, conn: sqlite3.Connection, graph_id: str, term: str) -> dict[int, int]:
+    def term_frequencies(
+        self, conn: sqlite3.Connection, graph_id: str, terms: Sequence[str]
+    ) -> dict[str, dict[int, int]]:
         """See `term_frequencies`."""
-        return term_frequencies(conn, graph_id, term)
+        return {term: term_frequencies(conn, graph_id, term) for term in terms}
 
     def token_total(self, conn: sqlite3.Connection, graph_id: str) -> int:
         """See `token_total`."""

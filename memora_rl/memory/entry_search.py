@@ -69,7 +69,8 @@ class EntrySearch:
         """Rows of the graph's entries by BM25 over the graph's own statistics (see `memory.bm25`)."""
         conn, keywords = self._db.conn, self.keywords
         terms = self.query_terms(cache, graph_id, query_words(text))
-        frequencies = [per_entry for term in terms if (per_entry := keywords.term_frequencies(conn, graph_id, term))]
+        by_term = keywords.term_frequencies(conn, graph_id, terms) if terms else {}
+        frequencies = [per_entry for term in terms if (per_entry := by_term.get(term))]
         if not frequencies:
             return []
         if cache.token_total is None:
@@ -88,6 +89,22 @@ class EntrySearch:
         """Graphs in the store (a handful of rows: cheap to count per query)."""
         return int(self._db.conn.execute("SELECT count(*) FROM graphs").fetchone()[0])
 
+    def _doc_counts(self, cache: GraphCache, graph_id: str, terms: list[str], most: float) -> dict[str, int]:
+        """The counts the common-word filter reads, kept in the view until its text changes (`doc_counts`).
+
+        A term new to the view costs the store's count (a cheap upper bound), and the graph's own count
+        where that bound is over `most` in a store of several graphs; all new terms are asked together.
+        """
+        conn, keywords = self._db.conn, self.keywords
+        new = [term for term in terms if term not in cache.doc_counts]
+        if new:
+            counts = keywords.store_doc_counts(conn, new)
+            common = [term for term in new if counts[term] > most]
+            if common and self._graph_count() > 1:  # with one graph the store's count is the graph's
+                counts |= keywords.graph_doc_counts(conn, graph_id, common)
+            cache.doc_counts.update(counts)
+        return {term: cache.doc_counts[term] for term in terms}
+
     def query_terms(self, cache: GraphCache, graph_id: str, words: list[str]) -> list[str]:
         """The index terms of the query words that BM25 scores.
 
@@ -103,12 +120,5 @@ class EntrySearch:
         share = self.config.bm25_max_doc_share
         if share < 1.0 and terms and entries >= self.config.ann_threshold:
             most = share * entries
-            counts = {term: keywords.store_doc_count(conn, term) for term in terms}  # cheap upper bounds
-            common = [term for term, count in counts.items() if count > most]
-            if common and self._graph_count() > 1:  # with one graph the store's count is the graph's
-                for term in common:
-                    if term not in cache.doc_counts:
-                        cache.doc_counts[term] = keywords.graph_doc_count(conn, graph_id, term)
-                    counts[term] = cache.doc_counts[term]
-            terms = selective_words(terms, counts, most)
+            terms = selective_words(terms, self._doc_counts(cache, graph_id, terms, most), most)
         return terms

@@ -82,8 +82,9 @@ class GraphCache:
     token_total: int | None = None
     """Tokens of all entries' abstraction and value (BM25's average length); None until asked, and after a change."""
     doc_counts: dict[str, int] = field(default_factory=dict)
-    """Entries of this graph holding an index term, for the terms asked so far (BM25's common-word filter);
-    a count over one graph's entries costs a scan of the term's postings, so it is kept until a change."""
+    """What BM25's common-word filter read for each index term asked so far: the graph's count of entries
+    holding it, or the store's (an upper bound) where that is under the filter's cut, which decides alike.
+    A count costs a scan of the term's postings (a round trip on PostgreSQL), so it is kept until a change."""
 
     def __post_init__(self) -> None:
         self.abstractions = VectorTable(self.dim, self.config)

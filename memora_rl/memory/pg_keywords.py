@@ -96,25 +96,33 @@ class PgKeywords:
     def prepare(self, conn: PgConn) -> None:
         """Nothing to prepare: the tables are always there."""
 
-    def store_doc_count(self, conn: PgConn, term: str) -> int:
-        """Entries of the whole store holding a term."""
-        return int(conn.execute("SELECT count(*) FROM entry_terms WHERE term = ?", (term,)).fetchone()[0])
-
-    def graph_doc_count(self, conn: PgConn, graph_id: str, term: str) -> int:
-        """Entries of the graph holding a term."""
-        return int(
-            conn.execute(
-                "SELECT count(*) FROM entry_terms WHERE graph_id = ? AND term = ?", (graph_id, term)
-            ).fetchone()[0]
+    def store_doc_counts(self, conn: PgConn, terms: Sequence[str]) -> dict[str, int]:
+        """Entries of the whole store holding each term, in one round trip."""
+        found = dict(
+            conn.execute("SELECT term, count(*) FROM entry_terms WHERE term = ANY(?) GROUP BY term", (list(terms),))
         )
+        return {term: int(found.get(term, 0)) for term in terms}
 
-    def term_frequencies(self, conn: PgConn, graph_id: str, term: str) -> dict[int, int]:
-        """Occurrences of a term per entry seq of the graph (entries without it are absent)."""
-        return dict(
+    def graph_doc_counts(self, conn: PgConn, graph_id: str, terms: Sequence[str]) -> dict[str, int]:
+        """Entries of the graph holding each term, in one round trip."""
+        found = dict(
             conn.execute(
-                "SELECT entry_seq, count FROM entry_terms WHERE graph_id = ? AND term = ?", (graph_id, term)
-            ).fetchall()
+                "SELECT term, count(*) FROM entry_terms WHERE graph_id = ? AND term = ANY(?) GROUP BY term",
+                (graph_id, list(terms)),
+            )
         )
+        return {term: int(found.get(term, 0)) for term in terms}
+
+    def term_frequencies(self, conn: PgConn, graph_id: str, terms: Sequence[str]) -> dict[str, dict[int, int]]:
+        """Occurrences of each term per entry seq of the graph, in one round trip (a query's terms together)."""
+        found: dict[str, dict[int, int]] = {term: {} for term in terms}
+        rows = conn.execute(
+            "SELECT term, entry_seq, count FROM entry_terms WHERE graph_id = ? AND term = ANY(?)",
+            (graph_id, list(terms)),
+        )
+        for term, seq, count in rows:
+            found[term][seq] = count
+        return found
 
     def token_total(self, conn: PgConn, graph_id: str) -> int:
         """Tokens (abstraction + value) of all the graph's entries together."""

@@ -49,8 +49,8 @@ async def retrieve_route(body: RetrieveRequest, request: Request) -> RetrieveRes
     service = service_of(request)
     deadline = service.deadline()  # from the request's arrival: a wait for a worker thread counts too
     require(request, "read", body.graph)  # 403 before anything is looked up
-    service.graphs.find(body.graph)  # 404 before any work
     service.env_config(body)  # 422 for an over-long question or an out-of-range budget before any work
+    # the graph is looked up (404) first thing in the worker thread: a database round trip, not on the event loop
     return await anyio.to_thread.run_sync(service.retrieve_sync, body, service.act_via_loop(), deadline)
 
 

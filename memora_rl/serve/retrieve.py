@@ -109,13 +109,11 @@ def retrieve(
     env_config: EnvConfig,
     act: ActFn,
     policy_name: str,
-    episodes_of: Callable[[str, list[str]], list[Episode]],
     judge: Judge,
     deadline: Deadline | None = None,
 ) -> RetrieveResponse:
     """Walk graph `request.graph` of `store` for `request.question` and return what the walk retrieved.
 
-    `episodes_of(graph, ids)` returns the episodes of those ids (the service caches them per graph).
     `judge` scores the walk twice: in the env, on the env's own measure of the context, then here on the
     tokens of the context this answer carries (`request.context_mode`'s text, as the client reads it), so
     that `reward_components["context_tokens"]` and its `context_cost` agree with `context_tokens`.
@@ -131,7 +129,7 @@ def retrieve(
     trajectory: Trajectory = info["trajectory"]
     entries = trajectory.retrieved
     episode_ids = list(dict.fromkeys(episode_id for entry in entries for episode_id in entry.episode_ids))
-    episodes = episodes_of(request.graph, episode_ids)
+    episodes = store.get_episodes(request.graph, episode_ids)
     context = context_text(entries, episodes, request.context_mode)
     tokens = build_context(entries, episodes, request.context_mode).tokens  # 0 without entries
     scored = judge.score(trajectory.model_copy(update={"context_tokens": tokens}))

@@ -128,8 +128,8 @@ class MemoryService:
         """
         handle = self.graphs.find(request.graph)
         env_config = self.env_config(request)
-        return retrieve(handle.reader, request, env_config, act, self.policy.name, self.episodes_of, self.judge,
-                        deadline or self.deadline())  # fmt: skip
+        deadline = deadline or self.deadline()
+        return retrieve(handle.reader, request, env_config, act, self.policy.name, self.judge, deadline)
 
     def act_via_loop(self) -> ActFn:
         """An `ActFn` for worker threads started by anyio: runs `policy.act` on the event loop that started them."""

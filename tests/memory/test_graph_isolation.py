@@ -74,6 +74,20 @@ def test_a_graphs_kept_word_counts_follow_its_writes(stores, embedder):
         assert store._search.query_terms(store._cache("g"), "g", ["alpha", "zebra"]) == ["zebra"]  # a stale 1 keeps it
 
 
+def test_a_kept_store_count_decides_as_a_fresh_count_after_another_graphs_writes(stores, embedder):
+    """A store-wide count kept as an upper bound under the cut still decides alike once other graphs grow."""
+    config = StoreConfig(ann_threshold=4, bm25_max_doc_share=0.3)
+    with stores.open("s", embedder=embedder, config=config) as store:
+        _add(store, "g", TEXTS)
+        assert store._search.query_terms(store._cache("g"), "g", ["beta", "note"]) == ["beta"]
+        assert store._cache("g").doc_counts == {"beta": 1, "note": 4}  # one graph: the store's count is g's
+        _add(store, "h", [(f"beta item {i}", "beta") for i in range(30)])  # "beta" now common store-wide
+        kept = store._search.query_terms(store._cache("g"), "g", ["beta", "note"])
+    with stores.open("s", embedder=embedder, config=config) as fresh:
+        assert kept == fresh._search.query_terms(fresh._cache("g"), "g", ["beta", "note"]) == ["beta"]
+        assert fresh._cache("g").doc_counts == {"beta": 1, "note": 4}  # counted within g: 31 store-wide
+
+
 def test_scores_match_fts5_bm25_in_a_store_of_one_graph(tmp_path, embedder):
     """SQLite only: the graph-own statistics give FTS5's own bm25() (PostgreSQL: test_postgres_keywords)."""
     alone = SQLiteGraphStore(tmp_path / "alone.sqlite", embedder=embedder)

@@ -115,12 +115,15 @@ def test_keyword_statistics_and_rankings_equal_sqlites(sqlite_stores, pg_stores,
     for store in (local, shared):
         store._search.keywords.prepare(store._db.conn)
 
-    def stats(store: object, term: str) -> dict[str, int]:
-        frequencies = store._search.keywords.term_frequencies(store._db.conn, "g", term)
-        return {ids[store][seq]: count for seq, count in frequencies.items()}
+    def stats(store: object, terms: list[str]) -> tuple:
+        keywords, conn = store._search.keywords, store._db.conn
+        frequencies = keywords.term_frequencies(conn, "g", terms)
+        by_id = {term: {ids[store][seq]: count for seq, count in frequencies[term].items()} for term in terms}
+        return by_id, keywords.store_doc_counts(conn, terms), keywords.graph_doc_counts(conn, "g", terms)
 
-    terms = {term for query in QUERIES for term in store_terms(query)}
-    assert terms and all(stats(local, term) == stats(shared, term) for term in terms)
+    terms = [*sorted({term for query in QUERIES for term in store_terms(query)}), "absentterm"]
+    assert stats(local, terms) == stats(shared, terms)
+    assert any(stats(local, terms)[0].values()) and stats(local, terms)[1]["absentterm"] == 0
     for store in (local, shared):
         lengths = store._search.keywords.entry_lengths(store._db.conn, list(ids[store]))
         ids[store] = {"total": store._search.keywords.token_total(store._db.conn, "g"),
