@@ -2,15 +2,18 @@
 
 `shown` features use only what the observation shows: the question, the entry's abstraction and the first
 `frontier_value_tokens` tokens of its value, its link kind and its place in the list. `full` features add the
-entry's whole value (its stored vectors and words), which a longer observation would show. The label of an
-entry is whether its source turns hold evidence the working set still misses (what the oracle expands).
+entry's whole value (its stored vectors and words), which a longer observation would show. Two sets add
+columns to `full` (after its question-kind columns): `twohop` what expanding the entry would offer next
+(`TwoHopColumns`), `learned` a relevance model's probability for the question and the entry's whole text
+(`RelevanceColumn`). The label of an entry is whether its source turns hold evidence the working set still
+misses (what the oracle expands).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -18,8 +21,10 @@ from memora_rl.core.layout import frontier_text
 from memora_rl.core.tokens import TokenMeter
 from memora_rl.data.synthetic import STOPWORDS
 
-FeatureSet = Literal["shown", "full"]
-FEATURE_SETS: tuple[FeatureSet, ...] = ("shown", "full")
+FeatureSet = Literal["shown", "full", "twohop", "learned"]
+FEATURE_SETS: tuple[FeatureSet, ...] = ("shown", "full", "twohop", "learned")
+TWO_HOP_LIMIT = 64
+"""Most linked entries of one frontier entry `TwoHopColumns` reads, best first (turn and similar links give fewer)."""
 QUESTION_OPENERS = ("when", "what", "who", "where", "why", "how", "which", "did", "does", "is", "would")
 """A question's first word, one-hot: the question's kind, which a policy reads too."""
 _WORD = re.compile(r"[a-z0-9']+")
@@ -34,12 +39,34 @@ def content_words(text: str) -> set[str]:
     return {word for word in _WORD.findall(text.lower()) if word not in STOPWORDS}
 
 
-class Featurizer:
-    """Feature rows of a state's frontier entries, for one feature set (`shown` or `full`)."""
+def entry_text(item: Any) -> str:
+    """What the relevance model reads of a frontier entry (a `FrontierView`): its abstraction and whole value."""
+    return f"{item.abstraction}: {item.value}"
 
-    def __init__(self, env: Any, features: FeatureSet, meter: TokenMeter | None = None) -> None:
+
+class Relevance(Protocol):
+    """A relevance model: probabilities, (n,), that each (question, text) pair is relevant."""
+
+    def score(self, questions: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """Probabilities, (n,) float32, in the pairs' order."""
+        ...
+
+
+class Featurizer:
+    """Feature rows of a state's frontier entries, for one feature set (`learned` needs the `relevance` model)."""
+
+    def __init__(
+        self, env: Any, features: FeatureSet, meter: TokenMeter | None = None, relevance: Relevance | None = None
+    ) -> None:
+        if features == "learned" and relevance is None:
+            raise ValueError("The `learned` feature set needs a relevance model (`relevance=`).")
         self.env, self.features = env, features
         self.meter = meter or TokenMeter(getattr(env, "tokenizer", None))
+        self.extra: TwoHopColumns | RelevanceColumn | None = None
+        if features == "twohop":
+            self.extra = TwoHopColumns(env)
+        elif features == "learned" and relevance is not None:
+            self.extra = RelevanceColumn(relevance)
 
     def rows(self, snapshot: Any, question: str) -> tuple[list[str], np.ndarray]:
         """The frontier's entry ids and one feature row each (float32, one row per entry, in frontier order)."""
@@ -65,7 +92,7 @@ class Featurizer:
             self._novelty(working_words, shown),
             np.full(len(ids), float(snapshot.step), dtype=np.float32),
         ]
-        if self.features == "full":
+        if self.features != "shown":
             graph = self.env.graph_id
             value_cosine = self.env.store.value_vectors(graph, ids) @ query
             abstraction_cosine = self.env.store.abstraction_vectors(graph, ids) @ query
@@ -76,7 +103,8 @@ class Featurizer:
                 self._overlap(question_words, [f"{item.abstraction} {item.value}" for item in frontier]),
             ]
         kinds = np.tile(np.asarray(question_kind, dtype=np.float32), (len(ids), 1))
-        return ids, np.column_stack([*columns, kinds]).astype(np.float32)
+        extra = self.extra.columns(snapshot, question) if self.extra is not None else []
+        return ids, np.column_stack([*columns, kinds, *extra]).astype(np.float32)
 
     @staticmethod
     def _overlap(question_words: set[str], texts: Sequence[str]) -> np.ndarray:
@@ -92,6 +120,60 @@ class Featurizer:
             words = content_words(text)
             shares.append(len(words - working_words) / max(1, len(words)))
         return np.asarray(shares, dtype=np.float32)
+
+
+class TwoHopColumns:
+    """What expanding each frontier entry would offer next: its own linked entries outside the working set and frontier.
+
+    Three columns: the best and the mean cosine of those entries to the query (the score the env ranks its
+    frontier by; NaN when there are none) and their count. They are the store's frontier of the entry alone,
+    with the env's links, leaving out the working set and the current frontier, so none is offered already.
+    States recur across walks, so each (entry, left-out set, query) is looked up once.
+    """
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self._seen: dict[tuple[Any, ...], tuple[float, float, float]] = {}
+
+    def columns(self, snapshot: Any, question: str) -> list[np.ndarray]:
+        """The three columns, (n,) each, in frontier order (`question` is unused: the query vector ranks)."""
+        query = np.asarray(snapshot.query_vector, dtype=np.float32).ravel()
+        frontier_ids = [item.entry_id for item in snapshot.frontier]
+        left_out = [entry.id for entry in snapshot.working] + frontier_ids
+        key = (self.env.graph_id, frozenset(left_out), query.tobytes())
+        values = []
+        for entry_id in frontier_ids:
+            if (*key, entry_id) not in self._seen:
+                scores = [item.score for item in self._linked(entry_id, left_out, query)]
+                best, mean = (max(scores), float(np.mean(scores))) if scores else (np.nan, np.nan)
+                self._seen[(*key, entry_id)] = (best, mean, float(len(scores)))
+            values.append(self._seen[(*key, entry_id)])
+        return [np.asarray(column, dtype=np.float32) for column in zip(*values, strict=True)]
+
+    def _linked(self, entry_id: str, left_out: list[str], query: np.ndarray) -> list[Any]:
+        """The store's frontier of `entry_id` alone (the env's links and scores), minus `left_out`."""
+        config = self.env.config
+        return self.env.store.frontier(
+            self.env.graph_id, [entry_id], left_out, query, limit=TWO_HOP_LIMIT,
+            links=config.frontier_links, similar_threshold=config.similar_threshold, score=config.frontier_score,
+        )  # fmt: skip
+
+
+class RelevanceColumn:
+    """The relevance model's probability for (question, `entry_text`) of each frontier entry; pairs scored once."""
+
+    def __init__(self, model: Relevance) -> None:
+        self.model = model
+        self._seen: dict[tuple[str, str], float] = {}
+
+    def columns(self, snapshot: Any, question: str) -> list[np.ndarray]:
+        """One column, (n,), in frontier order."""
+        texts = [entry_text(item) for item in snapshot.frontier]
+        new = [text for text in dict.fromkeys(texts) if (question, text) not in self._seen]
+        if new:
+            scores = self.model.score([question] * len(new), new)
+            self._seen.update(zip(((question, text) for text in new), scores.tolist(), strict=True))
+        return [np.asarray([self._seen[(question, text)] for text in texts], dtype=np.float32)]
 
 
 def evidence_labels(env: Any, entry_ids: Sequence[str], missing: set[str]) -> list[bool]:

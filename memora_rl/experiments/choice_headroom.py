@@ -7,8 +7,14 @@ The oracle knows the evidence; a policy only reads the observation. This measure
   that task. It uses the evidence, so it bounds what learning *when* to stop along the rule's walk can buy.
 - **scorer walks**: a gradient-boosted classifier, fit on the states of the training split's heuristic walks
   to tell which frontier entry holds missing evidence, walks greedily: expand the best-scored entry while
-  its probability clears a threshold (`--thresholds`), at most `--max-expands` times, then stop. `shown`
-  features read only the observation's text; `full` add each entry's whole value (a longer observation).
+  its probability clears a threshold (`--thresholds`), at most `--max-expands` times, then stop. One scorer
+  per `--feature-sets` (default `shown full`): `shown` features read only the observation's text; `full` add
+  each entry's whole value (a longer observation); `twohop` add to `full` what expanding the entry would
+  offer next (the best and mean query cosine of its own linked entries outside the working set and the
+  frontier, and their count); `learned` add to `full` a cross-encoder's probability for (question, the
+  entry's whole text), fine-tuned from the local MiniLM (`--relevance-epochs`). Its column on the training
+  states is cross-fitted in two folds by conversation (no row scored by a model that saw its conversation);
+  held-out rows read the two fold models' mean. The scorers table gives its own AUC too.
 
 Baseline settings are added until points bracket each walk's tokens (as `memora-rl experiment learning` does), and
 margins are read by dominance against the cheapest measured baseline point with at least the walk's tokens,
@@ -18,6 +24,7 @@ a policy reading the same observation has little to gain by choosing better, and
 the observation shows, not in the learner.
 
     memora-rl experiment choice-headroom --config configs/grpo/smollm-locomo-choose.yaml
+    memora-rl experiment choice-headroom --feature-sets full twohop learned --out runs/choice-learned
 """
 
 from __future__ import annotations
@@ -28,12 +35,12 @@ import shlex
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from rich.progress import track
 
-from memora_rl.experiments.choice_features import FEATURE_SETS, Featurizer, evidence_labels
+from memora_rl.experiments.choice_features import FEATURE_SETS, FeatureSet, Featurizer, entry_text, evidence_labels
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
     auc,
@@ -56,14 +63,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.2, 0.1, 0.07, 0.05, 0.035, 0.025])
     parser.add_argument("--max-expands", type=int, nargs="+", default=[2, 6])
     parser.add_argument("--walk-steps", type=int, default=3, help="States per training walk the scorer sees.")
+    parser.add_argument("--feature-sets", nargs="+", choices=FEATURE_SETS, default=["shown", "full"],
+                        help="One scorer per feature set (see above).")  # fmt: skip
+    parser.add_argument("--relevance-epochs", type=int, default=2, help="Epochs of the `learned` relevance model.")
     return parse_headroom_args(parser, argv)
 
 
-def heuristic_walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer, steps: int) -> tuple[Any, Any]:
-    """Feature rows and evidence labels of every frontier entry at the first `steps` states of each heuristic walk."""
+class WalkStates(NamedTuple):
+    """Feature rows and labels of walk states' frontier entries, with each row's question, entry text and task."""
+
+    rows: np.ndarray
+    labels: np.ndarray
+    questions: list[str]
+    texts: list[str]
+    conversations: list[str]
+    tasks: list[str]
+
+
+def heuristic_walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer, steps: int) -> WalkStates:
+    """Rows and evidence labels of every frontier entry at the first `steps` states of each heuristic walk.
+
+    Each row carries its task's conversation and id (what `learned` cross-fits by).
+    """
     from memora_rl.core.parse import ExpandAction, format_action
 
-    rows, labels = [], []
+    rows, labels, questions, texts, conversations, task_ids = [], [], [], [], [], []
     for task in track(tasks, description=f"states ({featurizer.features})", transient=True):
         env.reset(options={"task": task})
         for _ in range(steps):
@@ -75,8 +99,38 @@ def heuristic_walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer
                 break
             rows.append(features)
             labels += evidence_labels(env, ids, set(task.evidence) - snapshot.turn_ids)
+            questions += [task.question] * len(ids)
+            texts += [entry_text(item) for item in snapshot.frontier]
+            conversations += [task.conversation_id] * len(ids)
+            task_ids += [task.id] * len(ids)
             env.step(format_action(ExpandAction(ids=[ids[0]])))
-    return np.concatenate(rows), np.asarray(labels)
+    return WalkStates(np.concatenate(rows), np.asarray(labels), questions, texts, conversations, task_ids)
+
+
+def training_states(
+    env: Any, tasks: Sequence[Any], features: FeatureSet, args: argparse.Namespace, timing: dict[str, float]
+) -> tuple[WalkStates, Any, dict[str, float]]:
+    """The training split's walk states for a feature set; for `learned`, its relevance models' mean and AUC.
+
+    `learned` rows are `full` rows with the cross-fitted relevance column appended (where `Featurizer` puts
+    it), so no training row's column comes from a model that saw the row's conversation (its task where the
+    training tasks come from one conversation).
+    """
+    from memora_rl.experiments.relevance_model import MeanRelevance, out_of_fold_scores
+
+    started = time.perf_counter()
+    base: FeatureSet = "full" if features == "learned" else features
+    states = heuristic_walk_states(env, tasks, Featurizer(env, base), args.walk_steps)
+    timing[f"{features}: training states"] = time.perf_counter() - started
+    if features != "learned":
+        return states, None, {}
+    started = time.perf_counter()
+    groups = states.conversations if len(set(states.conversations)) > 1 else states.tasks
+    column, models = out_of_fold_scores(states.questions, states.texts, states.labels, groups, args.seed,
+                                        epochs=args.relevance_epochs)  # fmt: skip
+    timing[f"{features}: relevance models (2 fits, out-of-fold scores)"] = time.perf_counter() - started
+    out_of_fold = {"relevance_auc_out_of_fold": auc(states.labels, column)}
+    return states._replace(rows=np.column_stack([states.rows, column])), MeanRelevance(models), out_of_fold
 
 
 def scorer_walk(
@@ -123,28 +177,39 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     train_tasks = list(train_tasks)[: args.train_tasks] if args.train_tasks else list(train_tasks)
     scorers: dict[str, Any] = {}
     walks: dict[str, list[dict[str, Any]]] = {}
-    for features in FEATURE_SETS:
-        rows, labels = heuristic_walk_states(train_env, train_tasks, Featurizer(train_env, features), args.walk_steps)
-        model = fit_scorer(rows, labels, args.seed)
-        featurizer = Featurizer(walk_env, features)
-        held_rows, held_labels = heuristic_walk_states(walk_env, ctx.tasks, featurizer, args.walk_steps)
+    timing = {"envs, baselines and stop oracle": time.perf_counter() - started}
+    for features in args.feature_sets:
+        train, relevance, relevance_auc = training_states(train_env, train_tasks, features, args, timing)
+        phase = time.perf_counter()
+        model = fit_scorer(train.rows, train.labels, args.seed)
+        featurizer = Featurizer(walk_env, features, relevance=relevance)
+        held = heuristic_walk_states(walk_env, ctx.tasks, featurizer, args.walk_steps)
+        timing[f"{features}: scorer fit and held-out states"] = time.perf_counter() - phase
         scorers[features] = {
-            "train_states": len(labels),
-            "positive_share": float(labels.mean()),
-            "auc": auc(held_labels, model.predict_proba(held_rows)[:, 1]),
-            "auc_position": auc(held_labels, -held_rows[:, 2]),
-            "auc_cosine": auc(held_labels, held_rows[:, 0]),
+            "train_states": len(train.labels),
+            "positive_share": float(train.labels.mean()),
+            "auc": auc(held.labels, model.predict_proba(held.rows)[:, 1]),
+            "auc_position": auc(held.labels, -held.rows[:, 2]),
+            "auc_cosine": auc(held.labels, held.rows[:, 0]),
         }
+        if relevance is not None:  # its column is the last
+            scorers[features] |= relevance_auc | {"relevance_auc": auc(held.labels, held.rows[:, -1])}
+        phase = time.perf_counter()
         for threshold in args.thresholds:
             for cap in args.max_expands:
                 label = f"p>={threshold:g}, <={cap}"
                 components = scorer_walk(walk_env, ctx.tasks, featurizer, model, threshold, cap)
                 walks.setdefault(features, []).append(point_from(ctx, label, threshold, components))
+        timing[f"{features}: scorer walks"] = time.perf_counter() - phase
         logger.info("%s scorer: AUC %.3f on held-out states", features, scorers[features]["auc"])
 
     policies = {f"{STOP_ORACLE} {p['setting']}": p for p in oracle}
     policies |= {f"{features} scorer {p['setting']}": p for features, points in walks.items() for p in points}
+    phase = time.perf_counter()
     bracket_curves(ctx, curves, sorted({round(p["context_tokens"]) for p in policies.values()}), args.bracket_rounds)
+    timing["bracketing baselines"] = time.perf_counter() - phase
+    for name, seconds in timing.items():
+        logger.info("%s: %.0f s", name, seconds)
     for points in curves.values():
         points.sort(key=lambda point: float(point["value"]))
     margins = dominance_rows(policies, curves)
@@ -161,6 +226,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
         "scorers": scorers,
         "margins": margins,
         "seconds": time.perf_counter() - started,
+        "phase_seconds": timing,
     }
 
 
@@ -170,17 +236,29 @@ def report_tables(report: Mapping[str, Any]) -> list[Any]:
 
     scorer_rows = [
         [features, str(s["train_states"]), f"{s['positive_share']:.3f}", f"{s['auc']:.3f}",
-         f"{s['auc_position']:.3f}", f"{s['auc_cosine']:.3f}"]
+         f"{s['auc_position']:.3f}", f"{s['auc_cosine']:.3f}", relevance_cell(s)]
         for features, s in report["scorers"].items()
     ]  # fmt: skip
     return [
         *baseline_and_margin_tables(report),
         ResultTable(
             title="The scorers on held-out heuristic-walk states (AUC of 'holds missing evidence')",
-            columns=["features", "training states", "positive share", "AUC", "AUC of list position", "AUC of cosine"],
+            columns=["features", "training states", "positive share", "AUC", "AUC of list position", "AUC of cosine",
+                     "AUC of relevance model: held-out (training, out-of-fold)"],
             rows=scorer_rows,
         ),
-    ]
+    ]  # fmt: skip
+
+
+def relevance_cell(scorer: Mapping[str, Any]) -> str:
+    """The relevance model's held-out AUC and its out-of-fold AUC on the training states; "-" without one.
+
+    >>> relevance_cell({"relevance_auc": 0.71234, "relevance_auc_out_of_fold": 0.7}), relevance_cell({})
+    ('0.712 (0.700)', '-')
+    """
+    if "relevance_auc" not in scorer:
+        return "-"
+    return f"{scorer['relevance_auc']:.3f} ({scorer['relevance_auc_out_of_fold']:.3f})"
 
 
 def plot(report: Mapping[str, Any], path: Path) -> Path:

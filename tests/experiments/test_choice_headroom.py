@@ -8,8 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.experiments import choice_headroom
-from memora_rl.experiments.choice_features import Featurizer, evidence_labels
+from memora_rl.experiments.choice_features import Featurizer, entry_text, evidence_labels
 from memora_rl.experiments.headroom import stop_oracle
 
 QUICKSTART = "configs/grpo/quickstart.yaml"
@@ -56,7 +57,60 @@ def test_shown_features_read_only_the_shown_text_and_full_features_the_whole_val
         assert ids == [item.entry_id for item in snapshot.frontier] and before.shape[0] == len(ids)
         assert (not np.array_equal(before, after)) == may_change, features
     shown_columns = Featurizer(env, "shown").rows(snapshot, task.question)[1].shape[1]
-    assert Featurizer(env, "full").rows(snapshot, task.question)[1].shape[1] == shown_columns + 4
+    full = Featurizer(env, "full").rows(snapshot, task.question)[1]
+    assert full.shape[1] == shown_columns + 4
+    twohop = Featurizer(env, "twohop").rows(snapshot, task.question)[1]
+    assert twohop.shape[1] == full.shape[1] + 3 and np.array_equal(twohop[:, : full.shape[1]], full)
+
+
+class TextLength:
+    """A stand-in relevance model: the length of each pair's text, so the column shows what it was given."""
+
+    def score(self, questions, texts) -> np.ndarray:
+        return np.asarray([len(text) for text in texts], dtype=np.float32)
+
+
+def test_the_learned_column_is_the_relevance_models_score_of_each_entrys_whole_text(env_at_reset) -> None:
+    env, task = env_at_reset
+    snapshot = env.snapshot()
+    full = Featurizer(env, "full").rows(snapshot, task.question)[1]
+    learned = Featurizer(env, "learned", relevance=TextLength()).rows(snapshot, task.question)[1]
+    assert learned.shape[1] == full.shape[1] + 1 and np.array_equal(learned[:, :-1], full)
+    whole = [len(f"{item.abstraction}: {item.value}") for item in snapshot.frontier]
+    assert learned[:, -1].tolist() == whole and [len(entry_text(item)) for item in snapshot.frontier] == whole
+    with pytest.raises(ValueError, match="relevance model"):
+        Featurizer(env, "learned")
+
+
+def test_two_hop_columns_are_what_expanding_each_entry_adds_to_the_frontier() -> None:
+    """With turn and anchor links (a union over the working set's entries) and the whole frontier shown, the
+    entries an expand of E newly adds to the frontier are exactly E's two-hop entries; cosines as the env ranks."""
+    from memora_rl.env.registry import make_env
+
+    overrides = ["env.frontier_links=[turn, anchor]", "env.frontier_limit=200", "env.frontier_order=score"]
+    env, tasks = make_env("synthetic-hard", split="validation", overrides=overrides)
+    featurizer, checked, empty = Featurizer(env, "twohop"), 0, 0
+    for task in [t for t in tasks if t.evidence][:4]:
+        env.reset(options={"task": task})
+        start = env.snapshot()
+        ids, rows = featurizer.rows(start, task.question)
+        assert len(ids) < env.config.frontier_limit, "the test needs the whole frontier shown"
+        query = np.asarray(start.query_vector, dtype=np.float32)
+        for entry_id, (best, mean, count) in zip(ids, rows[:, -3:], strict=True):
+            env.restore(start)
+            env.step(format_action(ExpandAction(ids=[entry_id])))
+            added = sorted({item.entry_id for item in env.snapshot().frontier} - set(ids))
+            assert count == len(added), (task.id, entry_id)
+            if not added:
+                assert np.isnan(best) and np.isnan(mean)
+                empty += 1
+                continue
+            graph = env.graph_id
+            cosines = np.maximum(env.store.value_vectors(graph, added) @ query,
+                                 env.store.abstraction_vectors(graph, added) @ query)  # fmt: skip
+            assert best == pytest.approx(cosines.max(), abs=1e-5) and mean == pytest.approx(cosines.mean(), abs=1e-5)
+            checked += 1
+    assert checked >= 5 and empty >= 1, (checked, empty)
 
 
 def test_an_entry_is_labelled_by_the_missing_evidence_its_turns_hold(env_at_reset) -> None:
