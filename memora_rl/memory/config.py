@@ -39,9 +39,14 @@ class StoreConfig(StrictModel):
     """In graphs of at least `ann_threshold` entries, BM25 drops query words found in more than this share of
     the graph's entries (near-zero IDF, but a scan of a long posting list each); 1.0 keeps every word."""
     ann_threshold: int = Field(default=10_000, ge=1)
-    """Live vectors in a matrix at which searches switch from exact numpy to an HNSW index: usearch's in memory
-    (SQLite) or pgvector's in the database (PostgreSQL; created then, on first need). On 2 cores an exact
-    10k x 384 product takes ~2.5 ms, an HNSW search ~1 ms."""
+    """Live vectors in a matrix at which the SQLite store's searches switch from exact numpy to usearch's HNSW
+    index in memory (PostgreSQL: `pgvector_threshold`). On 2 cores, at 10k x 384, an exact search of the
+    matrix takes ~0.4 ms, an HNSW search ~0.3 ms."""
+    pgvector_threshold: int = Field(default=50_000, ge=1)
+    """Live vectors in a loaded graph's matrix at which the PostgreSQL store's searches switch from exact numpy
+    over the rows it holds in memory anyway to pgvector's HNSW index in the database (created then, on first
+    need, and shared by every process). A pgvector search is a round trip of 2-4 ms at 10k-20k rows on 2 cores,
+    ten times the exact search of a 10k matrix; from about 50k rows the exact search costs as much."""
     ann_dtype: Literal["f32", "f16", "i8"] = "i8"
     """Scalar type stored in the usearch HNSW index (SQLite; pgvector stores f32); i8 builds ~5x faster than f32
     on 2 cores, hits are re-scored exactly."""

@@ -1,15 +1,17 @@
 """The PostgreSQL store's approximate search: a view's large vector tables search pgvector's HNSW indexes.
 
 On SQLite, a view's `VectorTable` builds a usearch HNSW index in memory once it holds
-`StoreConfig.ann_threshold` live rows (and saves it beside the file). On PostgreSQL the index
-lives in the database: the first process to need it creates it (`pg_schema.ensure_hnsw_index`),
+`StoreConfig.ann_threshold` live rows (and saves it beside the file). On PostgreSQL a view's table
+searches its rows in memory exactly until it holds `StoreConfig.pgvector_threshold` live rows (a
+round trip to pgvector costs more below that); then the index lives in the database: the first
+process to need it creates it (`pg_schema.ensure_hnsw_index`),
 every later write keeps it up to date in its own transaction, and every process shares it. The
 table's index is then a `PgVectorIndex`, which asks the database for the nearest rows of the graph. As with usearch,
 the table re-scores the candidates exactly from its float32 rows, drops filtered ones, and falls
 back to an exact search when too few remain (pgvector 0.6 filters by graph after the index scan,
 so a graph that is a small share of a big store may get few candidates).
 
-Below the threshold, searches stay exact numpy products over the view on both backends, so a
+Below both thresholds, searches are exact numpy products over the view on both backends, so a
 small graph ranks alike on either.
 """
 
@@ -79,13 +81,13 @@ class PgVectorIndex:
 
 
 def pgvector_views(db: PgStoreConnection, config: StoreConfig) -> Callable[[GraphCache, str], None]:
-    """The PostgreSQL store's view hook: every vector table of a loaded view searches pgvector past the threshold."""
+    """The PostgreSQL store's view hook: every vector table of a loaded view searches pgvector past its threshold."""
 
     def prepare(view: GraphCache, graph_id: str) -> None:
         for name, (table, column, rows) in _TABLES.items():
-            getattr(view, name).ann_factory = lambda t=table, c=column, r=rows: _index(
-                db, config, graph_id, view, t, c, r
-            )
+            vectors = getattr(view, name)
+            vectors.ann_rows = config.pgvector_threshold
+            vectors.ann_factory = lambda t=table, c=column, r=rows: _index(db, config, graph_id, view, t, c, r)
 
     return prepare
 

@@ -209,7 +209,7 @@ def _build_memory_kb(conn: Any, table: str, dim: int, m: int) -> int | None:
 def ensure_hnsw_index(conn: Any, table: str, column: str, dim: int, config: StoreConfig) -> bool:
     """Create the HNSW index (cosine) of one vector column unless it exists; False when pgvector cannot index it.
 
-    Made on first need (a view's table reached `ann_threshold` live rows), as the SQLite store builds its
+    Made on first need (a view's table reached `pgvector_threshold` live rows), as the SQLite store builds its
     usearch index then: built over existing rows it costs about a fifteenth of keeping it up to date
     row by row from the start (0.4 against 6 ms a vector here), and stores that stay small never pay for
     it. From then on every write updates it in its own transaction, for every process. Settings:

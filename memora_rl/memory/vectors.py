@@ -66,9 +66,10 @@ def single_thread_blas() -> Iterator[None]:
 class VectorTable:
     """Rows of unit vectors addressed by row number; removed rows become tombstones.
 
-    Exact search is one matrix-vector product; once `ann_threshold` rows are live the first
-    search builds a usearch HNSW index that later adds and removes keep in sync. ANN hits
-    are re-scored exactly from the float32 rows, so returned scores are true cosines.
+    Exact search is one matrix-vector product; once `ann_rows` rows are live (`ann_threshold`
+    unless a backend's view hook sets its own) the first search builds a usearch HNSW index that
+    later adds and removes keep in sync. ANN hits are re-scored exactly from the float32 rows, so
+    returned scores are true cosines.
 
     With `ann_file` set, a built index is saved beside the store under a fingerprint of the
     rows, and a later process with the same rows loads it instead of rebuilding
@@ -87,6 +88,7 @@ class VectorTable:
         self.ann_file: Path | None = None  # prefix of saved indexes, `<prefix>.<fingerprint>.usearch`
         self._ann_saved = False  # the index on disk matches the one in memory
         self.ann_factory: Callable[[], object] | None = None  # an index kept elsewhere (add/remove/search)
+        self.ann_rows = config.ann_threshold  # live rows at which searches switch to the index
 
     @property
     def matrix(self) -> np.ndarray:
@@ -253,7 +255,7 @@ class VectorTable:
         """
         if k <= 0 or self.live == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        if self._ann is None and self.live >= self.config.ann_threshold:
+        if self._ann is None and self.live >= self.ann_rows:
             self._ensure_ann()
         allowed = self.alive if mask is None else self.alive & mask
         if self._ann is not None and (mask is None or allowed.sum() * 10 >= self.live):

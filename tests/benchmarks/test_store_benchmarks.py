@@ -37,7 +37,8 @@ def test_graph_search_benchmark_small_beside_postgres(tmp_path, postgres_url):
         "postgres:@", "postgres:hunter2@", 1
     )  # its trust login ignores it; records must not show it
     done = run_benchmark("graph_search", "--sizes", "3000", "--queries", "20", "--embed-queries", "3",
-                         "--workdir", str(tmp_path), "--store", "ann_threshold=1000", url, "--json", str(out),
+                         "--workdir", str(tmp_path), "--store", "ann_threshold=1000", "pgvector_threshold=1000", url,
+                         "--json", str(out),
                          "--record", "graph-search", "--results-dir", str(tmp_path / "results"))  # fmt: skip
     sqlite, postgres = json.loads(out.read_text())
     assert (sqlite["backend"], postgres["backend"]) == ("sqlite", "postgres")

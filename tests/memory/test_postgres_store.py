@@ -148,9 +148,25 @@ def store_terms(query: str) -> list[str]:
     return [term for word in query_words(query) for term in fts_terms(word)]
 
 
+def test_a_graph_under_the_pgvector_threshold_is_searched_in_memory(pg_stores) -> None:
+    """Past `ann_threshold` but under `pgvector_threshold`: exact search over the view, no index, no round trip."""
+    rng = np.random.default_rng(6)
+    store = pg_stores.open("memory", config=StoreConfig(bm25=False, ann_threshold=5, pgvector_threshold=1000))
+    vectors = random_unit(rng, 40)
+    candidates = [EntryCandidate(abstraction=f"a{i}", value=f"v{i}") for i in range(40)]
+    ids = store.add_entries_bulk("g", candidates, vectors, vectors)
+    asked: list[str] = []
+    real = store._db.conn.execute
+    store._db.conn.execute = lambda sql, *args: asked.append(sql) or real(sql, *args)
+    assert store.search("g", vectors[7], k=3)[0].entry_id == ids[7]
+    assert not store._cache("g").abstractions.uses_ann and not any("<=>" in sql for sql in asked)
+    index = "SELECT to_regclass('entries_abstraction_vector_hnsw') IS NOT NULL"
+    assert real(index).fetchone()[0] is False
+
+
 def test_the_hnsw_index_is_made_on_first_need_and_searched(pg_stores) -> None:
     rng = np.random.default_rng(5)
-    store = pg_stores.open("ann", config=StoreConfig(bm25=False, ann_threshold=20))
+    store = pg_stores.open("ann", config=StoreConfig(bm25=False, pgvector_threshold=20))
     vectors = random_unit(rng, 40)
     candidates = [EntryCandidate(abstraction=f"a{i}", value=f"v{i}") for i in range(40)]  # no anchor channel
     ids = store.add_entries_bulk("g", candidates[:10], vectors[:10], vectors[:10])
@@ -216,7 +232,7 @@ def test_a_rolled_back_first_write_records_no_dimension(pg_stores) -> None:
 def test_an_hnsw_build_gets_the_memory_its_graph_needs(pg_stores, monkeypatch, caplog) -> None:
     """A graph that outgrows maintenance_work_mem is finished on disk, twice as slowly: the build raises it."""
     rng = np.random.default_rng(8)
-    config = StoreConfig(bm25=False, ann_threshold=100)
+    config = StoreConfig(bm25=False, pgvector_threshold=100)
     store = pg_stores.open("memory", config=config)
     vectors = random_unit(rng, 1500)
     candidates = [EntryCandidate(abstraction=f"a{i}", value=f"v{i}") for i in range(1500)]
@@ -252,7 +268,7 @@ def test_an_hnsw_build_gets_the_memory_its_graph_needs(pg_stores, monkeypatch, c
 def test_the_planner_asks_a_new_hnsw_index_right_after_a_bulk_load(pg_stores) -> None:
     """Without statistics the planner takes a graph for 100 rows and sorts all its vectors: the build analyzes."""
     rng = np.random.default_rng(9)
-    store = pg_stores.open("planner", config=StoreConfig(bm25=False, ann_threshold=1000))
+    store = pg_stores.open("planner", config=StoreConfig(bm25=False, pgvector_threshold=1000))
     raw = store._db.raw
     raw.execute("ALTER TABLE entries SET (autovacuum_enabled = false)")  # only the build may analyze it here
     vectors = random_unit(rng, 3000)

@@ -125,7 +125,7 @@ def test_ann_path_agrees_with_exact_recall_at_10(stores):
     _, vectors = _bulk(exact, rng, 3000)
     # random vectors are HNSW's hardest case: fetch 4x the depth (the default's 2x is measured
     # on real embeddings by benchmarks/ann_recall.py)
-    config = StoreConfig(bm25=False, ann_threshold=100, ann_oversample=4)
+    config = StoreConfig(bm25=False, ann_threshold=100, pgvector_threshold=100, ann_oversample=4)
     approx = stores.open("a", config=config)
     queries = perturb(rng, vectors[rng.choice(len(vectors), 50, replace=False)], noise=1.0)
     recalls = []

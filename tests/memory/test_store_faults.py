@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[2]
 WAIT_S = 120.0
 """Longest wait for a child's message; reached only when something is broken."""
 
-KILL_CONFIG = StoreConfig(ann_threshold=8)
+KILL_CONFIG = StoreConfig(ann_threshold=8, pgvector_threshold=8)
 """BM25 on, saved HNSW indexes on, and an index built once a table holds 8 vectors."""
 
 FIRST = [
@@ -379,7 +379,7 @@ def test_a_view_load_sees_one_commit_not_two(stores: Any, embedder: Embedder, mo
 
 
 # --- 3. A bad saved-index folder --------------------------------------------------------------
-ANN_CONFIG = StoreConfig(ann_threshold=16)
+ANN_CONFIG = StoreConfig(ann_threshold=16, pgvector_threshold=16)
 HOBBIES = ["chess", "sailing", "pottery", "jazz piano", "rock climbing", "baking sourdough", "birdwatching"]
 PLACES = ["Lisbon", "Oslo", "Nairobi", "Kyoto", "Montreal", "Tbilisi", "Cusco"]
 QUERIES = ["Who plays a board game?", "Someone who loves the sea", "bread and ovens", "a trip to Japan"]
