@@ -108,19 +108,26 @@ def heuristic_walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer
 
 
 def training_states(
-    env: Any, tasks: Sequence[Any], features: FeatureSet, args: argparse.Namespace, timing: dict[str, float]
+    env: Any,
+    tasks: Sequence[Any],
+    features: FeatureSet,
+    args: argparse.Namespace,
+    timing: dict[str, float],
+    walked: dict[FeatureSet, WalkStates],
 ) -> tuple[WalkStates, Any, dict[str, float]]:
     """The training split's walk states for a feature set; for `learned`, its relevance models' mean and AUC.
 
     `learned` rows are `full` rows with the cross-fitted relevance column appended (where `Featurizer` puts
     it), so no training row's column comes from a model that saw the row's conversation (its task where the
-    training tasks come from one conversation).
+    training tasks come from one conversation). `walked` keeps each set's states, so `full`'s are walked once.
     """
     from memora_rl.experiments.relevance_model import MeanRelevance, out_of_fold_scores
 
     started = time.perf_counter()
     base: FeatureSet = "full" if features == "learned" else features
-    states = heuristic_walk_states(env, tasks, Featurizer(env, base), args.walk_steps)
+    if base not in walked:
+        walked[base] = heuristic_walk_states(env, tasks, Featurizer(env, base), args.walk_steps)
+    states = walked[base]
     timing[f"{features}: training states"] = time.perf_counter() - started
     if features != "learned":
         return states, None, {}
@@ -178,8 +185,9 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     scorers: dict[str, Any] = {}
     walks: dict[str, list[dict[str, Any]]] = {}
     timing = {"envs, baselines and stop oracle": time.perf_counter() - started}
+    walked: dict[FeatureSet, WalkStates] = {}
     for features in args.feature_sets:
-        train, relevance, relevance_auc = training_states(train_env, train_tasks, features, args, timing)
+        train, relevance, relevance_auc = training_states(train_env, train_tasks, features, args, timing, walked)
         phase = time.perf_counter()
         model = fit_scorer(train.rows, train.labels, args.seed)
         featurizer = Featurizer(walk_env, features, relevance=relevance)

@@ -124,15 +124,15 @@ class PgConn:
         self.raw.close()
 
 
-def _open(url: str, label: str) -> psycopg.Connection:
-    """A plain autocommit connection to the store's server.
+def open_connection(url: str, label: str, application_name: str = "memora-rl") -> psycopg.Connection:
+    """A plain autocommit connection to the store's server (`label`: the URL as messages may show it).
 
     Raises:
         GraphError: psycopg is missing, or the server is unreachable or refuses the login.
     """
     psycopg = load_psycopg()
     try:
-        return psycopg.connect(url, autocommit=True, application_name="memora-rl")
+        return psycopg.connect(url, autocommit=True, application_name=application_name)
     except psycopg.Error as error:  # unreachable server, refused login, malformed URL
         raise GraphError(
             f"Could not connect to the PostgreSQL store {label}: {str(error).strip()}. Check the URL's host, port, "
@@ -149,7 +149,7 @@ def pg_store_exists(url: str) -> bool:
     Raises:
         GraphError: psycopg is missing, or the server is unreachable or refuses the login.
     """
-    with _open(url, redact(url)) as raw:
+    with open_connection(url, redact(url)) as raw:
         found = raw.execute(
             "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'meta'"
         ).fetchone()
@@ -158,7 +158,7 @@ def pg_store_exists(url: str) -> bool:
 
 def _connect(url: str, label: str, config: StoreConfig) -> psycopg.Connection:
     """An autocommit connection with pgvector on the path, the tables checked and the vector adapters on."""
-    raw = _open(url, label)
+    raw = open_connection(url, label)
     try:
         schema = pg_schema.store_schema(raw, label)
         pg_schema.ensure_pgvector(raw, label)

@@ -151,17 +151,9 @@ class PgIngestKeys:
     def _connection(self) -> Any:
         """The log's own autocommit connection, (re)opened when needed, with the table created once."""
         if self._conn is None or self._conn.closed:
-            from memora_rl.memory.pg_connection import redact
-            from memora_rl.memory.pg_schema import load_psycopg
+            from memora_rl.memory.pg_connection import open_connection, redact
 
-            psycopg = load_psycopg()
-            try:
-                conn = psycopg.connect(self._url, autocommit=True, application_name="memora-rl serve")
-            except psycopg.Error as error:
-                raise ConfigError(
-                    f"Could not connect to {redact(self._url)} for its ingest keys: {str(error).strip()}. "
-                    "Check that the server is running and the URL's user may log in."
-                ) from error
+            conn = open_connection(self._url, redact(self._url), application_name="memora-rl serve")
             with conn.transaction():  # replicas starting at once create the table once
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('memora_rl:' || current_schema() || %s))",
                              (PG_TABLE,))  # fmt: skip

@@ -17,8 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from memora_rl.builders.base import Builder
@@ -27,7 +26,6 @@ from memora_rl.errors import ConfigError, GraphError
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import Decider
 from memora_rl.serve.graphs import StoreHandle
-from memora_rl.serve.idempotency import KeyClaim
 from memora_rl.serve.limits import Deadline
 from memora_rl.serve.schemas import IngestRequest, IngestResponse
 from memora_rl.turn_ids import turn_key
@@ -189,34 +187,17 @@ def ingest_batch(
     """
     started = time.perf_counter()
     deadline = deadline or Deadline.start(float("inf"))
-    with _locked(handle, deadline), _claimed(handle, request, deadline) as claim:
+    with (
+        deadline.waiting(handle.ingest_lock(deadline.left_s()), "waiting for another ingest into the same store"),
+        deadline.waiting(
+            handle.keys.claim(request, deadline.left_s()), "waiting for another ingest of the same idempotency_key"
+        ) as claim,
+    ):
         if claim.replayed is not None:
             return claim.replayed
         response = _ingest_new_turns(handle, builder, request, started, deadline)
         claim.record(response)
     return response
-
-
-@contextmanager
-def _locked(handle: StoreHandle, deadline: Deadline) -> Iterator[None]:
-    """Hold the store's ingest lock, waiting for it no longer than the deadline allows."""
-    with ExitStack() as stack:
-        try:
-            stack.enter_context(handle.ingest_lock(deadline.left_s()))
-        except TimeoutError as error:
-            raise deadline.expired("waiting for another ingest into the same store") from error
-        yield
-
-
-@contextmanager
-def _claimed(handle: StoreHandle, request: IngestRequest, deadline: Deadline) -> Iterator[KeyClaim]:
-    """Hold the request's idempotency key (other replicas sending the same batch wait), no longer than the deadline."""
-    with ExitStack() as stack:
-        try:
-            claim = stack.enter_context(handle.keys.claim(request, deadline.left_s()))
-        except TimeoutError as error:
-            raise deadline.expired("waiting for another ingest of the same idempotency_key") from error
-        yield claim
 
 
 def _ingest_new_turns(

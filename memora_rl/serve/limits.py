@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memora_rl.errors import MemoraError
 from memora_rl.serve.config import ServeConfig
 from memora_rl.serve.schemas import IngestRequest
+
+T = TypeVar("T")
 
 
 class LimitError(MemoraError):
@@ -110,6 +115,19 @@ class Deadline:
         """Raise the timeout error when the deadline has passed; `doing` says what the request was doing."""
         if time.monotonic() >= self.ends_at:
             raise self.expired(doing)
+
+    @contextmanager
+    def waiting(self, context: AbstractContextManager[T], doing: str) -> Iterator[T]:
+        """Enter `context` (a lock or claim made with `left_s()` as its wait), its `TimeoutError` this deadline's error.
+
+        `doing` says what the request was waiting for.
+        """
+        with ExitStack() as stack:
+            try:
+                entered = stack.enter_context(context)
+            except TimeoutError as error:
+                raise self.expired(doing) from error
+            yield entered
 
     def expired(self, doing: str) -> RequestTimeoutError:
         """The timeout error of this deadline, while `doing`."""

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -83,6 +83,26 @@ def friends_store(tmp_path_factory: pytest.TempPathFactory, embedder) -> Path:
                                        source_turn_ids=[f"T1:{number}"])  # fmt: skip
             store.upsert_entry(LINKED_GRAPH, candidate, always_create)
     return path
+
+
+@contextmanager
+def held_elsewhere(context: AbstractContextManager[object]) -> Iterator[None]:
+    """Hold `context` (a lock, a key claim) in another thread for the block: another ingest in progress."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with context:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        yield
+    finally:
+        release.set()
+        holder.join(30)
 
 
 def free_port() -> int:

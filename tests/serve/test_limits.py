@@ -4,7 +4,6 @@ is written. Over HTTP (real uvicorn) and MCP, on a service started with small li
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.serve.conftest import GRAPH, make_service, running_server
+from tests.serve.conftest import GRAPH, held_elsewhere, make_service, running_server
 
 LIMITS = {"max_body_bytes": 3000, "max_question_chars": 120, "max_ingest_turns": 3, "max_ingest_chars": 400}
 """Small limits, so that each test sends a small request over one."""
@@ -137,21 +136,8 @@ def test_an_ingest_waiting_past_the_timeout_is_503_and_writes_nothing(slow_servi
 
     http = TestClient(create_app(slow_service, close_service=False), base_url="http://127.0.0.1:8700")
     store = slow_service.graphs.handles[0]
-    held, release = threading.Event(), threading.Event()
-
-    def hold_the_write_lock() -> None:  # another ingest into the same store, in progress
-        with store.ingest_lock():
-            held.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold_the_write_lock)
-    holder.start()
-    try:
-        assert held.wait(30)
+    with held_elsewhere(store.ingest_lock()):  # another ingest into the same store, in progress
         response = http.post("/v1/ingest", json={"graph": "limit-late", "turns": turns(1)})
-    finally:
-        release.set()
-        holder.join(30)
     assert response.status_code == 503, response.text
     assert (
         "waiting for another ingest" in response.json()["error"] and "nothing was written" in response.json()["error"]

@@ -24,7 +24,7 @@ from memora_rl.serve.ingest import ingest_batch
 from memora_rl.serve.limits import Deadline, RequestTimeoutError
 from memora_rl.serve.schemas import IngestRequest, IngestTurn
 from tests.postgres_fixtures import fresh_store_url
-from tests.serve.conftest import make_service
+from tests.serve.conftest import held_elsewhere, make_service
 from tests.serve.test_ingest import RacingPlanner
 
 
@@ -113,22 +113,11 @@ def test_the_same_keyed_batch_sent_to_two_replicas_at_once_lands_once(replicas, 
 
 def test_an_ingest_waiting_past_the_timeout_for_its_key_is_refused_and_writes_nothing(replicas, embedder) -> None:
     request = IngestRequest(graph="g", turns=[IngestTurn(speaker="Uma", text="I keep bees.")], idempotency_key="k")
-    held, release = threading.Event(), threading.Event()
-
-    def hold_the_key() -> None:  # another replica, ingesting the same keyed batch
-        with replicas[0].keys.claim(request):
-            held.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold_the_key)
-    holder.start()
-    try:
-        assert held.wait(30)
-        with pytest.raises(RequestTimeoutError, match=r"same idempotency_key.*nothing was written"):
-            ingest_batch(replicas[1], ExtractiveBuilder(embedder=embedder), request, Deadline.start(0.5))
-    finally:
-        release.set()
-        holder.join(30)
+    with (
+        held_elsewhere(replicas[0].keys.claim(request)),  # another replica, ingesting the same keyed batch
+        pytest.raises(RequestTimeoutError, match=r"same idempotency_key.*nothing was written"),
+    ):
+        ingest_batch(replicas[1], ExtractiveBuilder(embedder=embedder), request, Deadline.start(0.5))
     assert "g" not in replicas[1].reader.graph_ids()
 
 
