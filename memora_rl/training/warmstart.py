@@ -281,7 +281,14 @@ def warm_start(config: Any, device: str) -> Path:
     episodes = warm_start_episodes(config, policy[1])
     summary = episode_summary(episodes)
     logger.info("warm start: the oracle episodes' mean components %s", summary)
-    trained = train_and_merge(config, policy, sft_rows(episodes), model_dir, device)
+    rows, rounds = sft_rows(episodes), []
+    if config.warm_start.dagger_rounds:  # supervision where the policy goes, before the final fit
+        from memora_rl.training.dagger import aggregate_rounds
+
+        rows, rounds = aggregate_rounds(config, policy[1], rows, device)
+    trained = train_and_merge(config, policy, rows, model_dir, device)
     record = {"episodes": len(episodes), "oracle": summary, "base": config.model, **trained}
+    if rounds:
+        record |= {"rows": len(rows), "dagger": rounds}
     (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))
     return model_dir

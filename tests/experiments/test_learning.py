@@ -534,3 +534,25 @@ def test_the_learning_record_holds_the_policy_margin_and_gain_tables():
     assert margins[GRPO][3] == "+0.150 vs k=10 (200 tok)"
     assert record.tables[2].rows[0][-1] == "+0.200 [+0.100, +0.300]"
     assert record.command == "memora-rl experiment learning --seeds 0 1" and record.split == "test"
+
+
+def test_the_learning_record_shows_each_dagger_round_on_validation(tmp_path: Path) -> None:
+    """A warm start with DAgger rounds: the training summary reads them from its record, one table row a round."""
+    from memora_rl.experiments.learning.record import learning_record
+    from memora_rl.training.warmstart import DONE_FILE
+
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    measured = {"evidence_recall": 0.61, "context_tokens": 84.5, "valid_action_rate": 0.99}
+    round_0 = {"round": 0, "trained_on": 128, "agreement": 0.55, "stop_labels": 0.4, "validation": measured}
+    (warm / DONE_FILE).write_text(json.dumps({"episodes": 128, "dagger": [round_0]}))
+    trained = learning_runs.TrainedRun(0, tmp_path, tmp_path / "final", "warm-model", warm, False, None)
+    summary = learning_runs.training_summary(trained)
+    assert summary["dagger"] == [round_0]
+    record = learning_record({**_report(), "config": "c.yaml", "training": [summary]}, "dagger-validation")
+    assert record.tables[-1].title.startswith("DAgger rounds") and record.tables[-1].rows == [
+        ["0", "0", "128", "0.55", "0.40", "0.610", "84.5", "0.99"]
+    ]
+    plain = learning_runs.TrainedRun(0, tmp_path, tmp_path / "final", "base", None, False, None)
+    assert learning_runs.training_summary(plain)["dagger"] == []
+    assert not any(t.title.startswith("DAgger") for t in learning_record({**_report(), "config": "c"}, "x").tables)

@@ -177,3 +177,43 @@ def test_a_round_and_its_validation_on_the_synthetic_env(smol_tokenizer, tmp_pat
     model_dir = retrain(retrained, result.rows, tmp_path / "dagger" / "round1" / "model", "cpu")
     assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer_config.json").is_file()
     assert (model_dir.parent / "adapter" / "adapter_model.safetensors").is_file()  # kept for exports to stack
+
+
+@pytest.mark.slow
+def test_rounds_aggregate_the_oracles_rows_with_each_rounds_labels_and_resume(smol_tokenizer, tmp_path) -> None:
+    """`aggregate_rounds`: round 0 fits the oracle's rows, plays that model, adds a row per visited state and
+    measures it on validation; a second call reads the finished round back without playing again."""
+    import contextlib
+
+    from memora_rl.training.config import TrainConfig
+    from memora_rl.training.dagger import ROUND_FILE, aggregate_rounds, dagger_folder
+    from memora_rl.training.warmstart import sft_rows, warm_start_episodes
+    from tests.training.conftest import ScriptedGenerator as BatchGenerator
+
+    config = TrainConfig(
+        env="synthetic",
+        output_root=tmp_path,
+        warm_start={"max_tasks": 2, "epochs": 0.5, "dagger_rounds": 1},
+        grpo={"max_turns": 3, "max_completion_tokens": 1024, "per_device_batch_size": 4},
+        logging={"wandb": "disabled"},
+    )
+    end = smol_tokenizer.convert_tokens_to_ids("<|im_end|>")
+    served: list = []
+
+    @contextlib.contextmanager
+    def serve(run_config, model_dir, tokenizer):
+        served.append(model_dir)
+        yield BatchGenerator(tokenizer, [format_action(RefineAction(query="family")), STOP_TEXT], end)
+
+    oracle_rows = sft_rows(warm_start_episodes(config, smol_tokenizer))
+    rows, rounds = aggregate_rounds(config, smol_tokenizer, oracle_rows, "cpu", serve)
+    folder = dagger_folder(config.output_dir) / "round-0"
+    assert served == [folder / "model"] and (folder / "model" / "model.safetensors").is_file()
+    (round_0,) = rounds
+    assert round_0["trained_on"] == len(oracle_rows) and round_0["episodes"] == 2
+    assert rows[: len(oracle_rows)] == oracle_rows and len(rows) == len(oracle_rows) + round_0["rows"]
+    assert round_0["rows"] == round_0["states"] == 4  # two tasks, a refine and a stop each
+    assert 0.0 <= round_0["validation"]["evidence_recall"] <= 1.0
+    assert (folder / ROUND_FILE).is_file()
+    again, rounds_again = aggregate_rounds(config, smol_tokenizer, oracle_rows, "cpu", serve)
+    assert len(served) == 1 and again == rows and rounds_again == rounds  # read back, not played again

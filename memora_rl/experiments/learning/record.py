@@ -60,10 +60,29 @@ def gain_record_table(report: Mapping[str, Any]) -> ResultTable | None:
     return ResultTable(title="GRPO over its own start", columns=columns, rows=[row])
 
 
+def dagger_record_table(report: Mapping[str, Any]) -> ResultTable | None:
+    """Each DAgger round's model on the validation split, per seed (None without DAgger rounds)."""
+    rows = []
+    for run in report.get("training", []):
+        for round_ in run.get("dagger", []):
+            measured = round_["validation"]
+            rows.append([
+                str(run["seed"]), str(round_["round"]), str(round_["trained_on"]), f"{round_['agreement']:.2f}",
+                f"{round_['stop_labels']:.2f}", f"{measured['evidence_recall']:.3f}",
+                f"{measured['context_tokens']:.1f}", f"{measured['valid_action_rate']:.2f}",
+            ])  # fmt: skip
+    if not rows:
+        return None
+    columns = ["seed", "round", "rows trained on", "agrees with oracle", "stop labels", "validation recall"]
+    columns += ["context tokens", "valid"]
+    title = "DAgger rounds: each round's model, played on the warm-start tasks and on validation (before the final fit)"
+    return ResultTable(title=title, columns=columns, rows=rows)
+
+
 def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     """The record of one learning experiment's report."""
     tables = [policy_record_table(report), margin_record_table(report)]
-    tables += [category_record_table(report), gain_record_table(report)]
+    tables += [category_record_table(report), gain_record_table(report), dagger_record_table(report)]
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
     trained = [name for name, policy in report["policies"].items() if policy["seeds"]]
     what = f"{', '.join(trained)} over {len(report['seeds'])} seed(s)" if trained else "baselines and oracle"

@@ -182,7 +182,17 @@ def training_summary(trained: TrainedRun) -> dict[str, Any]:
         "step_s_mean": statistics.fmean(step_s) if step_s else None,
         "reward_first": rewards[0] if rewards else None,
         "reward_last": rewards[-1] if rewards else None,
+        "dagger": dagger_rounds(trained),
     }
+
+
+def dagger_rounds(trained: TrainedRun) -> list[dict[str, Any]]:
+    """The DAgger rounds of a run's warm start, as its record keeps them (none without `warm_start.dagger_rounds`)."""
+    from memora_rl.training.warmstart import DONE_FILE
+
+    if trained.warm_start is None or not (trained.warm_start / DONE_FILE).is_file():
+        return []
+    return list(json.loads((trained.warm_start / DONE_FILE).read_text()).get("dagger", []))
 
 
 Keep = Callable[[Sequence[Any], Sequence[Mapping[str, float]]], None]
