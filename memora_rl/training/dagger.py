@@ -207,6 +207,7 @@ def run_round(
     generator: Generator,
     settings: RolloutSettings,
     temperature: float = 0.0,
+    rows_from_reset: bool = True,
 ) -> DaggerRound:
     """One DAgger round on `tasks`: play the policy, label every state it visited, build the rows.
 
@@ -218,12 +219,14 @@ def run_round(
         generator: The current policy (any object with `generate(prompts, max_new_tokens, temperature)`).
         settings: Turn and token limits of an episode.
         temperature: Sampling temperature of the policy (0: greedy).
+        rows_from_reset: Build rows for the reset states too; False where the oracle's own walks of the
+            same tasks are already in the set (their first turn is the reset state's label).
     """
     episodes = play_policy(env, tasks, tokenizer, generator, settings, temperature)
     labelled = [
         state for episode in episodes for state in label_visited_states(env, oracle, episode.task, episode.actions)
     ]
-    rows = dagger_rows(env, tokenizer, settings, labelled)
+    rows = dagger_rows(env, tokenizer, settings, [state for state in labelled if rows_from_reset or state.prefix])
     result = DaggerRound(episodes, labelled, rows)
     logger.info("dagger round: %s", result.summary())
     return result
@@ -238,6 +241,9 @@ def rollout_settings(config: Any) -> RolloutSettings:
 def dagger_round(config: Any, generator: Generator, tokenizer: Any, tasks: Sequence[Task] | None = None) -> DaggerRound:
     """One DAgger round of a `TrainConfig`'s env and split (oracle settings from `warm_start`).
 
+    The warm start's oracle walks of these tasks already label their reset states, so only the states
+    after the policy's first action become rows.
+
     Args:
         config: The run's `TrainConfig`.
         generator: The current policy.
@@ -251,7 +257,7 @@ def dagger_round(config: Any, generator: Generator, tokenizer: Any, tasks: Seque
     with env:
         chosen = list(tasks) if tasks is not None else warm_start_tasks(split_tasks, settings.max_tasks, config.seed)
         oracle = Oracle(env.sibling(), beam_width=settings.beam_width, max_refines=settings.max_refines)
-        return run_round(env, oracle, chosen, tokenizer, generator, rollout_settings(config))
+        return run_round(env, oracle, chosen, tokenizer, generator, rollout_settings(config), rows_from_reset=False)
 
 
 def validate(
