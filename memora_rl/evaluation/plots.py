@@ -19,8 +19,9 @@ from memora_rl.judge.answer import is_abstention
 
 
 def _save(figure: Figure, axes: Axes, path: Path) -> Path:
-    """Add the legend, write the PNG and free the figure (pyplot keeps every open figure alive)."""
-    axes.legend()
+    """Add the legend (when anything is labelled), write the PNG and free the figure (pyplot keeps it alive)."""
+    if axes.get_legend_handles_labels()[0]:  # e.g. a latency plot of runs that timed nothing has no line
+        axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)

@@ -136,6 +136,17 @@ def test_results_tables_and_plots_are_written(tmp_path: Path):
     assert "heuristic minus semantic" in text
 
 
+def test_a_latency_plot_of_runs_played_at_once_has_no_legend_and_no_warning(tmp_path: Path):
+    """Runs that timed no question alone draw no line; the plot is written without matplotlib's empty-legend warning."""
+    import warnings
+
+    records = [make_record(f"t{i}", "single-hop", 0.5, in_flight=4) for i in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        png = plot_latency_cdf({"semantic": records}, tmp_path / "latency.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def _episode(search_s: float | None) -> object:
     from memora_rl.core.trajectory import ActionRecord, Trajectory
     from memora_rl.data.records import Task
