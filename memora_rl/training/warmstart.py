@@ -11,7 +11,6 @@ merged into the base weights: GRPO trains a fresh adapter on top, and its KL ref
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Sequence
@@ -267,28 +266,3 @@ def train_and_merge(
     merged.save_pretrained(str(model_dir))
     tokenizer.save_pretrained(str(model_dir))
     return {"train_loss": result.training_loss, "bf16": args.bf16}
-
-
-def warm_start(config: Any, device: str) -> Path:
-    """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
-    model_dir = warm_start_model_dir(config.output_dir)
-    if warm_start_done(config.output_dir):
-        logger.info("warm start already done: %s", model_dir)
-        return model_dir
-    from memora_rl.training.trainer import build_policy
-
-    policy = build_policy(config, device)
-    episodes = warm_start_episodes(config, policy[1])
-    summary = episode_summary(episodes)
-    logger.info("warm start: the oracle episodes' mean components %s", summary)
-    rows, rounds = sft_rows(episodes), []
-    if config.warm_start.dagger_rounds:  # supervision where the policy goes, before the final fit
-        from memora_rl.training.dagger import aggregate_rounds
-
-        rows, rounds = aggregate_rounds(config, policy[1], rows, device)
-    trained = train_and_merge(config, policy, rows, model_dir, device)
-    record = {"episodes": len(episodes), "oracle": summary, "base": config.model, **trained}
-    if rounds:
-        record |= {"rows": len(rows), "dagger": rounds}
-    (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))
-    return model_dir

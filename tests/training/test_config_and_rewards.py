@@ -131,7 +131,7 @@ def test_all_zero_weights_are_rejected():
 def test_the_rollout_server_is_the_server_section_serving_the_policy(tmp_path):
     """One server config: the run's `server` section, with the policy's model and a LoRA rank that fits."""
     from memora_rl.llm.server import TRAINER_GPU_SHARE, VLLMServer
-    from memora_rl.training.run import rollout_server_config
+    from memora_rl.training.config import rollout_server_config
 
     config = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml", ["model=/models/warm", "lora.r=32"])
     server = rollout_server_config(config)

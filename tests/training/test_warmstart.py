@@ -167,8 +167,9 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
 
     from memora_rl.llm.registry import load_causal_lm
     from memora_rl.training.config import TrainConfig, WarmStartSettings
+    from memora_rl.training.stage_one import warm_start
     from memora_rl.training.trainer import cpu_has_bf16
-    from memora_rl.training.warmstart import DONE_FILE, warm_start
+    from memora_rl.training.warmstart import DONE_FILE
 
     config = TrainConfig(
         run_name="warm",

@@ -155,8 +155,9 @@ def train_seed(args: argparse.Namespace, seed: int, root: Path, shared_warm_run:
 
 def train_warm_start(config: Any, seed: int) -> TrainedRun:
     """Stage one only (`--skip-grpo`): train one seed's warm start, or reuse a finished one."""
+    from memora_rl.training.stage_one import warm_start
     from memora_rl.training.trainer import resolve_device
-    from memora_rl.training.warmstart import warm_start, warm_start_done
+    from memora_rl.training.warmstart import warm_start_done
 
     if not config.warm_start.enabled:
         raise SystemExit("--skip-grpo evaluates the warm start: set warm_start.enabled=true (hard.yaml does).")

@@ -1,0 +1,49 @@
+"""Stage one's driver: imitate the oracle's walks, optionally DAgger rounds, then one final fit merged into a base.
+
+The pieces live in `warmstart` (the oracle's episodes, SFT rows, the fit and merge) and `dagger`
+(rounds of labels where the policy goes); this module runs them in order for a `TrainConfig` and
+marks the merged model finished, so a second call reuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from memora_rl.training.dagger import aggregate_rounds
+from memora_rl.training.warmstart import (
+    DONE_FILE,
+    episode_summary,
+    sft_rows,
+    train_and_merge,
+    warm_start_done,
+    warm_start_episodes,
+    warm_start_model_dir,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def warm_start(config: Any, device: str) -> Path:
+    """Run stage one for a `TrainConfig` (or reuse a finished one) and return the merged model folder."""
+    model_dir = warm_start_model_dir(config.output_dir)
+    if warm_start_done(config.output_dir):
+        logger.info("warm start already done: %s", model_dir)
+        return model_dir
+    from memora_rl.training.trainer import build_policy
+
+    policy = build_policy(config, device)
+    episodes = warm_start_episodes(config, policy[1])
+    summary = episode_summary(episodes)
+    logger.info("warm start: the oracle episodes' mean components %s", summary)
+    rows, rounds = sft_rows(episodes), []
+    if config.warm_start.dagger_rounds:  # supervision where the policy goes, before the final fit
+        rows, rounds = aggregate_rounds(config, policy[1], rows, device)
+    trained = train_and_merge(config, policy, rows, model_dir, device)
+    record = {"episodes": len(episodes), "oracle": summary, "base": config.model, **trained}
+    if rounds:
+        record |= {"rows": len(rows), "dagger": rounds}
+    (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))
+    return model_dir
