@@ -32,6 +32,7 @@ from memora_rl.training.warmstart import (
     oracle_episodes,
     sft_rows,
     train_and_merge,
+    warm_start_model_dir,
     warm_start_tasks,
 )
 
@@ -305,8 +306,8 @@ def served_policy(config: Any, model_dir: Path, tokenizer: Any) -> Iterator[Gene
 
 
 def dagger_folder(run_dir: Path) -> Path:
-    """Where a run's DAgger rounds keep their models and rows (`<run>/warmstart/dagger/round-<k>`)."""
-    return run_dir / "warmstart" / "dagger"
+    """Where a run's DAgger rounds keep their models and rows: beside the warm start's model (`round-<k>` each)."""
+    return warm_start_model_dir(run_dir).parent / "dagger"
 
 
 def aggregate_rounds(
