@@ -35,24 +35,22 @@ import shlex
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-from rich.progress import track
 
-from memora_rl.experiments.choice_features import FEATURE_SETS, FeatureSet, Featurizer, entry_text, evidence_labels
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
     auc,
     baseline_and_margin_tables,
     baselines_and_stop_oracle,
-    fit_scorer,
     headroom_parser,
     held_out_context,
     parse_headroom_args,
     write_outputs,
 )
-from memora_rl.policy.baselines import STOP_TEXT
+from memora_rl.policy.choice_features import FEATURE_SETS, FeatureSet, Featurizer
+from memora_rl.policy.scorer import WalkStates, fit_scorer, heuristic_walk_states, scorer_walk
 
 logger = logging.getLogger(__name__)
 
@@ -67,44 +65,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="One scorer per feature set (see above).")  # fmt: skip
     parser.add_argument("--relevance-epochs", type=int, default=2, help="Epochs of the `learned` relevance model.")
     return parse_headroom_args(parser, argv)
-
-
-class WalkStates(NamedTuple):
-    """Feature rows and labels of walk states' frontier entries, with each row's question, entry text and task."""
-
-    rows: np.ndarray
-    labels: np.ndarray
-    questions: list[str]
-    texts: list[str]
-    conversations: list[str]
-    tasks: list[str]
-
-
-def heuristic_walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer, steps: int) -> WalkStates:
-    """Rows and evidence labels of every frontier entry at the first `steps` states of each heuristic walk.
-
-    Each row carries its task's conversation and id (what `learned` cross-fits by).
-    """
-    from memora_rl.core.parse import ExpandAction, format_action
-
-    rows, labels, questions, texts, conversations, task_ids = [], [], [], [], [], []
-    for task in track(tasks, description=f"states ({featurizer.features})", transient=True):
-        env.reset(options={"task": task})
-        for _ in range(steps):
-            snapshot = env.snapshot()
-            if snapshot.done:
-                break
-            ids, features = featurizer.rows(snapshot, task.question)
-            if not ids:
-                break
-            rows.append(features)
-            labels += evidence_labels(env, ids, set(task.evidence) - snapshot.turn_ids)
-            questions += [task.question] * len(ids)
-            texts += [entry_text(item) for item in snapshot.frontier]
-            conversations += [task.conversation_id] * len(ids)
-            task_ids += [task.id] * len(ids)
-            env.step(format_action(ExpandAction(ids=[ids[0]])))
-    return WalkStates(np.concatenate(rows), np.asarray(labels), questions, texts, conversations, task_ids)
 
 
 def training_states(
@@ -138,32 +98,6 @@ def training_states(
     timing[f"{features}: relevance models (2 fits, out-of-fold scores)"] = time.perf_counter() - started
     out_of_fold = {"relevance_auc_out_of_fold": auc(states.labels, column)}
     return states._replace(rows=np.column_stack([states.rows, column])), MeanRelevance(models), out_of_fold
-
-
-def scorer_walk(
-    env: Any, tasks: Sequence[Any], featurizer: Featurizer, model: Any, threshold: float, max_expands: int
-) -> list[dict[str, float]]:
-    """Judge components of each task's greedy walk: expand the best-scored entry while it clears `threshold`."""
-    from memora_rl.core.parse import ExpandAction, format_action
-
-    components = []
-    for task in tasks:
-        env.reset(options={"task": task})
-        info: Mapping[str, Any] = {}
-        for _ in range(max_expands):
-            snapshot = env.snapshot()
-            ids, features = featurizer.rows(snapshot, task.question) if not snapshot.done else ([], None)
-            if not ids:
-                break
-            scores = model.predict_proba(features)[:, 1]
-            best = int(np.argmax(scores))
-            if scores[best] < threshold:
-                break
-            *_, info = env.step(format_action(ExpandAction(ids=[ids[best]])))
-        if not env.snapshot().done:
-            *_, info = env.step(STOP_TEXT)
-        components.append(dict(info["reward_components"]))
-    return components
 
 
 def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
@@ -206,7 +140,8 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
         for threshold in args.thresholds:
             for cap in args.max_expands:
                 label = f"p>={threshold:g}, <={cap}"
-                components = scorer_walk(walk_env, ctx.tasks, featurizer, model, threshold, cap)
+                walked_tasks = [scorer_walk(walk_env, task, featurizer, model, threshold, cap) for task in ctx.tasks]
+                components = [dict(info["reward_components"]) for _actions, info in walked_tasks]
                 walks.setdefault(features, []).append(point_from(ctx, label, threshold, components))
         timing[f"{features}: scorer walks"] = time.perf_counter() - phase
         logger.info("%s scorer: AUC %.3f on held-out states", features, scorers[features]["auc"])

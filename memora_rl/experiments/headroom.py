@@ -16,16 +16,6 @@ from typing import Any
 SEMANTIC, HEURISTIC, STOP_ORACLE = "semantic", "heuristic", "stop oracle"
 
 
-def fit_scorer(rows: Any, labels: Any, seed: int) -> Any:
-    """A gradient-boosted classifier of the experiment's label from feature rows (deterministic for a seed)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    model = HistGradientBoostingClassifier(
-        max_iter=200, learning_rate=0.05, max_leaf_nodes=15, early_stopping=False, random_state=seed
-    )
-    return model.fit(rows, labels)
-
-
 def stop_oracle(
     budgets: Sequence[float], by_budget: Mapping[float, Sequence[Mapping[str, float]]]
 ) -> dict[float, list[Mapping[str, float]]]:

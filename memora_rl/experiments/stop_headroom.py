@@ -30,19 +30,19 @@ from typing import Any
 import numpy as np
 from rich.progress import track
 
-from memora_rl.experiments.choice_features import Featurizer, content_words
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
     auc,
     baseline_and_margin_tables,
     baselines_and_stop_oracle,
-    fit_scorer,
     headroom_parser,
     held_out_context,
     parse_headroom_args,
     write_outputs,
 )
 from memora_rl.policy.baselines import STOP_TEXT
+from memora_rl.policy.choice_features import Featurizer, content_words
+from memora_rl.policy.scorer import fit_scorer
 
 STOP_SCORER = "stop scorer"
 

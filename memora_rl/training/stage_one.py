@@ -1,6 +1,6 @@
-"""Stage one's driver: imitate the oracle's walks, optionally DAgger rounds, then one final fit merged into a base.
+"""Stage one's driver: imitate a teacher's walks, optionally DAgger rounds, then one final fit merged into a base.
 
-The pieces live in `warmstart` (the oracle's episodes, SFT rows, the fit and merge) and `dagger`
+The pieces live in `warmstart` (the teacher's episodes, SFT rows, the fit and merge) and `dagger`
 (rounds of labels where the policy goes); this module runs them in order for a `TrainConfig` and
 marks the merged model finished, so a second call reuses it.
 """
@@ -37,12 +37,18 @@ def warm_start(config: Any, device: str) -> Path:
     policy = build_policy(config, device)
     episodes = warm_start_episodes(config, policy[1])
     summary = episode_summary(episodes)
-    logger.info("warm start: the oracle episodes' mean components %s", summary)
+    logger.info("warm start: the %s episodes' mean components %s", config.warm_start.teacher, summary)
     rows, rounds = sft_rows(episodes), []
     if config.warm_start.dagger_rounds:  # supervision where the policy goes, before the final fit
         rows, rounds = aggregate_rounds(config, policy[1], rows, device)
     trained = train_and_merge(config, policy, rows, model_dir, device)
-    record = {"episodes": len(episodes), "oracle": summary, "base": config.model, **trained}
+    record = {
+        "episodes": len(episodes),
+        "teacher": config.warm_start.teacher,
+        "components": summary,
+        "base": config.model,
+    }
+    record |= trained
     if rounds:
         record |= {"rows": len(rows), "dagger": rounds}
     (model_dir / DONE_FILE).write_text(json.dumps(record, indent=1))

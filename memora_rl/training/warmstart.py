@@ -1,8 +1,9 @@
-"""Stage one of training: supervised fine-tuning on oracle walks, merged into a new base model.
+"""Stage one of training: supervised fine-tuning on a teacher's walks, merged into a new base model.
 
 A 135M model rarely writes a valid action at first, so GRPO's early groups differ only in
-format. The warm start plays the oracle's walks (`memora_rl.env.oracle`) through the same
-`EpisodePlayer` a GRPO rollout uses, with a scripted generator that emits the oracle's
+format. The warm start plays a teacher's walks (the oracle's, `memora_rl.env.oracle`, or a
+scorer's that reads only the observation, `memora_rl.policy.scorer`) through the same
+`EpisodePlayer` a GRPO rollout uses, with a scripted generator that emits the teacher's
 actions, so the SFT targets are the exact token streams a rollout would produce (same
 renderer, same chat template, observation tokens masked out). The trained LoRA is then
 merged into the base weights: GRPO trains a fresh adapter on top, and its KL reference
@@ -16,6 +17,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
+from types import SimpleNamespace
 from typing import Any
 
 from memora_rl.policy.baselines import STOP_TEXT, CostModel, HeuristicPolicy
@@ -176,13 +178,12 @@ def warm_start_done(run_dir: Path) -> bool:
 
 
 def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = None) -> list[Episode]:
-    """The episodes stage one imitates: the oracle's walks of the warm-start tasks, bare stops limited or replaced.
+    """The episodes stage one imitates: the teacher's walks of the warm-start tasks (`warm_start.teacher`).
 
-    The tasks are at most `max_tasks` (default `warm_start.max_tasks`) of the split, drawn with the run's seed.
+    The tasks are at most `max_tasks` (default `warm_start.max_tasks`) of the split, drawn with the run's
+    seed. The oracle's bare stops are limited or replaced by the heuristic's walk (`max_stop_share`,
+    `stop_fallback_budget`); the scorer's walks are kept as they are.
     """
-    from rich.progress import Progress
-
-    from memora_rl.env.oracle import Oracle
     from memora_rl.env.registry import make_env
 
     settings, grpo = config.warm_start, config.grpo
@@ -190,21 +191,36 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
     env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
     with env:  # closed (its graph stores too) even when a walk fails
         tasks = warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
-        oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
-        with Progress(transient=True) as bar:
-            walks = [oracle.walk(task) for task in bar.track(tasks, description="oracle walks for the warm start")]
+        if settings.teacher == "scorer":
+            from memora_rl.policy.scorer import cross_fitted_walks
+
+            actions = cross_fitted_walks(env, tasks, threshold=settings.scorer_threshold,
+                                         max_expands=settings.scorer_max_expands, seed=config.seed)  # fmt: skip
+            walks: list[Any] = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
+        else:
+            walks = oracle_walks(env, tasks, settings, config.seed)
         by_task = {task.id: task for task in tasks}
-        if settings.stop_fallback_budget > 0:
-            walks = [
-                walk
-                if len(walk.actions) > 1
-                else fallback_walk(env, by_task[walk.task_id], walk, settings, config.seed)
-                for walk in walks
-            ]
-        walks = limit_bare_stops(walks, settings.max_stop_share)
         episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
-    logger.info("warm start: %d oracle episodes of %d tasks", len(episodes), len(tasks))
+    logger.info("warm start: %d %s episodes of %d tasks", len(episodes), settings.teacher, len(tasks))
     return episodes
+
+
+def oracle_walks(env: Any, tasks: Sequence[Any], settings: WarmStartSettings, seed: int) -> list[Any]:
+    """The oracle's walks of `tasks`, its bare stops replaced by the heuristic's walk or limited, as `settings` say."""
+    from rich.progress import Progress
+
+    from memora_rl.env.oracle import Oracle
+
+    oracle = Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
+    with Progress(transient=True) as bar:
+        walks = [oracle.walk(task) for task in bar.track(tasks, description="oracle walks for the warm start")]
+    by_task = {task.id: task for task in tasks}
+    if settings.stop_fallback_budget > 0:
+        walks = [
+            walk if len(walk.actions) > 1 else fallback_walk(env, by_task[walk.task_id], walk, settings, seed)
+            for walk in walks
+        ]
+    return limit_bare_stops(walks, settings.max_stop_share)
 
 
 def sft_config(config: Any, output_dir: Path, device: str, **overrides: Any) -> Any:

@@ -218,3 +218,25 @@ def test_a_warm_started_run_names_the_merged_model_where_export_reads_it(tmp_pat
     assert read_yaml(tmp_path / "warm" / "config.yaml")["model"] == str(model_dir.resolve())
     reloaded = load_config(TrainConfig, tmp_path / "warm" / "config.yaml")  # what export and learning.py read
     assert reloaded.model == reloaded.server.model == str(model_dir.resolve())
+
+
+def test_the_scorer_teacher_episodes_are_its_cross_fitted_walks_played(smol_tokenizer, tmp_path) -> None:
+    """`warm_start.teacher=scorer`: stage one imitates the scorer's walks (expands and a stop), token-exact."""
+    from memora_rl.env.registry import make_env
+    from memora_rl.policy.scorer import cross_fitted_walks
+    from memora_rl.training.config import TrainConfig
+    from memora_rl.training.warmstart import warm_start_episodes, warm_start_tasks
+
+    overrides = ["env.compact=true", "env.frontier_value_tokens=12"]
+    settings = {"teacher": "scorer", "max_tasks": 16, "scorer_threshold": 0.1, "scorer_max_expands": 2}
+    config = TrainConfig(env="synthetic-hard", env_overrides=overrides, output_root=tmp_path, warm_start=settings,
+                         grpo={"max_turns": 4, "max_completion_tokens": 1280})  # fmt: skip
+    episodes = warm_start_episodes(config, smol_tokenizer)
+    env, tasks = make_env("synthetic-hard", split="train", overrides=overrides, tokenizer=smol_tokenizer)
+    with env:
+        walks = cross_fitted_walks(env, warm_start_tasks(tasks, 16, seed=0), threshold=0.1, max_expands=2, seed=0)
+    assert len(episodes) == len(walks) == 16
+    for walk, episode in zip(walks, episodes, strict=True):
+        assert [json.loads(action) for action in episode.actions] == [json.loads(action) for action in walk]
+    kinds = {json.loads(action)["action"] for episode in episodes for action in episode.actions}
+    assert kinds == {"expand", "stop"}

@@ -1,0 +1,87 @@
+"""The scorer teacher: walks chosen by a scorer that never saw the walked conversation's labels."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from memora_rl.policy import scorer
+from memora_rl.policy.baselines import STOP_TEXT
+from memora_rl.policy.choice_features import Featurizer
+
+
+@pytest.fixture(scope="module")
+def hard_train():
+    from memora_rl.env.registry import make_env
+
+    overrides = ["env.compact=true", "env.frontier_value_tokens=12"]
+    env, tasks = make_env("synthetic-hard", split="train", overrides=overrides)
+    with env:
+        yield env, random.Random(0).sample(list(tasks), 24)  # tasks of several conversations
+
+
+def test_each_task_is_walked_by_the_scorer_fit_on_the_other_folds_conversations(hard_train, monkeypatch) -> None:
+    env, tasks = hard_train
+    assert len({task.conversation_id for task in tasks}) > 1, "the test needs tasks of several conversations"
+    fit, walk = scorer.fit_scorer, scorer.scorer_walk
+    walked_by: dict[str, object] = {}
+
+    def fit_and_remember(rows, labels, seed):
+        model = fit(rows, labels, seed)
+        model.train_rows = {row.tobytes() for row in rows}
+        return model
+
+    def walk_and_remember(env, task, featurizer, model, threshold, max_expands):
+        walked_by[task.id] = model
+        return walk(env, task, featurizer, model, threshold, max_expands)
+
+    monkeypatch.setattr(scorer, "fit_scorer", fit_and_remember)
+    monkeypatch.setattr(scorer, "scorer_walk", walk_and_remember)
+    walks = scorer.cross_fitted_walks(env, tasks, threshold=0.1, max_expands=2, seed=0)
+
+    assert set(walked_by) == {task.id for task in tasks} and len({id(m) for m in walked_by.values()}) == 2
+    featurizer = Featurizer(env, "shown")
+    for task in tasks:
+        own = scorer.heuristic_walk_states(env, [task], featurizer, steps=3).rows
+        assert not any(row.tobytes() in walked_by[task.id].train_rows for row in own), task.id
+        other = next(t for t in tasks if walked_by[t.id] is not walked_by[task.id])  # the other fold's
+        assert other.conversation_id != task.conversation_id
+        other_rows = scorer.heuristic_walk_states(env, [other], featurizer, steps=3).rows
+        assert all(row.tobytes() in walked_by[task.id].train_rows for row in other_rows)
+    for actions in walks:
+        assert actions[-1] == STOP_TEXT and len(actions) <= 3
+        assert all(json.loads(action)["action"] == "expand" for action in actions[:-1])
+    assert any(len(actions) > 1 for actions in walks), "the scorer should expand somewhere"
+
+
+def test_a_scorer_walk_expands_the_best_scored_entry_while_it_clears_the_threshold(hard_train) -> None:
+    env, tasks = hard_train
+    featurizer = Featurizer(env, "shown")
+
+    class LastIsBest:
+        """Scores the frontier's last entry highest, at `top`."""
+
+        def __init__(self, top: float) -> None:
+            self.top = top
+
+        def predict_proba(self, rows: np.ndarray) -> np.ndarray:
+            scores = np.linspace(0.0, self.top, len(rows))
+            return np.column_stack([1 - scores, scores])
+
+    task = tasks[0]
+    env.reset(options={"task": task})
+    last = env.snapshot().frontier[-1].entry_id
+    actions, info = scorer.scorer_walk(env, task, featurizer, LastIsBest(0.9), threshold=0.5, max_expands=2)
+    assert json.loads(actions[0]) == {"action": "expand", "ids": [last]} and len(actions) == 3
+    assert "reward_components" in info
+    never, _ = scorer.scorer_walk(env, task, featurizer, LastIsBest(0.4), threshold=0.5, max_expands=2)
+    assert never == [STOP_TEXT]
+
+
+def test_cross_fitting_needs_two_tasks(hard_train) -> None:
+    env, tasks = hard_train
+    with pytest.raises(ValueError, match="at least 2 tasks"):
+        scorer.cross_fitted_walks(env, tasks[:1])
