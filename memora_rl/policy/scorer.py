@@ -119,19 +119,24 @@ def cross_fitted_walks(
     max_expands: int = 2,
     walk_steps: int = 3,
     seed: int = 0,
+    pool: Sequence[Any] | None = None,
 ) -> list[list[str]]:
     """Each task's scorer walk (actions), by a scorer fit on the other fold's heuristic-walk states.
 
-    Folds split by conversation (by task where all tasks share one), so no walk is chosen by a model
-    that saw its conversation's labels: the walks are what a learner of the observation makes of new data.
+    The scorers learn from `pool` (default: `tasks`; the whole split when only some tasks are walked), split
+    in two folds by conversation (by task where all share one), so no walk is chosen by a model that saw its
+    conversation's labels: the walks are what a learner of the observation makes of new data.
     """
-    if len(tasks) < 2:
-        raise ValueError(f"Cross-fitted scorer walks need at least 2 tasks to split in two folds; got {len(tasks)}.")
+    pool = list(pool) if pool is not None else list(tasks)
+    if len(pool) < 2:
+        raise ValueError(f"Cross-fitted scorer walks need at least 2 tasks to split in two folds; got {len(pool)}.")
+    if missing := {task.id for task in tasks} - {task.id for task in pool}:
+        raise ValueError(f"Walked tasks must be in the scorer's pool; {len(missing)} are not (e.g. {min(missing)}).")
     featurizer = Featurizer(env, features)
-    groups = [task.conversation_id for task in tasks]
-    folds = two_folds(groups if len(set(groups)) > 1 else [task.id for task in tasks], seed)
-    states = heuristic_walk_states(env, tasks, featurizer, walk_steps)
-    fold_of_task = {task.id: fold for task, fold in zip(tasks, folds, strict=True)}
+    groups = [task.conversation_id for task in pool]
+    folds = two_folds(groups if len(set(groups)) > 1 else [task.id for task in pool], seed)
+    fold_of_task = {task.id: fold for task, fold in zip(pool, folds, strict=True)}
+    states = heuristic_walk_states(env, pool, featurizer, walk_steps)
     row_folds = np.asarray([fold_of_task[task_id] for task_id in states.tasks])
     walks: dict[str, list[str]] = {}
     for fold in (0, 1):

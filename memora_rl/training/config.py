@@ -160,7 +160,7 @@ class WarmStartSettings(StrictModel):
     teacher: Literal["oracle", "scorer"] = "oracle"
     """Whose walks stage one imitates: the `oracle`'s (it knows the evidence), or the `scorer`'s
     (`memora_rl.policy.scorer`): a gradient-boosted chooser of frontier entries that reads only what the
-    observation shows, fit on the heuristic's walks of the other half of the warm-start tasks' conversations,
+    observation shows, fit on the heuristic's walks of the other half of the training split's conversations,
     so it walks each task as a learner of the observation would. Its walks expand the best-scored entry
     while it clears `scorer_threshold`, at most `scorer_max_expands` times, then stop (issue 51: a teacher
     the policy can follow). DAgger's labels come from the oracle either way."""

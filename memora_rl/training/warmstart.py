@@ -190,11 +190,11 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
     env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
     with env:  # closed (its graph stores too) even when a walk fails
-        tasks = warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
-        if settings.teacher == "scorer":
+        split_tasks, tasks = tasks, warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
+        if settings.teacher == "scorer":  # its scorers learn from the whole split, cross-fitted
             from memora_rl.policy.scorer import cross_fitted_walks
 
-            actions = cross_fitted_walks(env, tasks, threshold=settings.scorer_threshold,
+            actions = cross_fitted_walks(env, tasks, threshold=settings.scorer_threshold, pool=split_tasks,
                                          max_expands=settings.scorer_max_expands, seed=config.seed)  # fmt: skip
             walks: list[Any] = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
         else:

@@ -55,6 +55,10 @@ def test_each_task_is_walked_by_the_scorer_fit_on_the_other_folds_conversations(
         assert actions[-1] == STOP_TEXT and len(actions) <= 3
         assert all(json.loads(action)["action"] == "expand" for action in actions[:-1])
     assert any(len(actions) > 1 for actions in walks), "the scorer should expand somewhere"
+    monkeypatch.undo()
+    assert scorer.cross_fitted_walks(env, tasks[:4], seed=0, pool=tasks) == walks[:4]  # the pool's folds and fits
+    with pytest.raises(ValueError, match="must be in the scorer's pool"):
+        scorer.cross_fitted_walks(env, tasks, pool=tasks[:4])
 
 
 def test_a_scorer_walk_expands_the_best_scored_entry_while_it_clears_the_threshold(hard_train) -> None:

@@ -184,7 +184,8 @@ def test_warm_start_trains_and_merges_a_model(tmp_path) -> None:
     )
     model_dir = warm_start(config, "cpu")
     record = json.loads((model_dir / DONE_FILE).read_text())
-    assert record["episodes"] == 2 and record["train_loss"] > 0
+    assert record["episodes"] == 2 and record["train_loss"] > 0 and record["teacher"] == "oracle"
+    assert 0.0 <= record["components"]["evidence_recall"] <= 1.0  # what the teacher's walks reached
     assert record["bf16"] == cpu_has_bf16()  # autocast where this CPU computes bf16 in hardware
     merged = load_causal_lm(str(model_dir), dtype="float32")
     base = load_causal_lm("smollm2-135m-instruct", dtype="float32")
@@ -234,7 +235,8 @@ def test_the_scorer_teacher_episodes_are_its_cross_fitted_walks_played(smol_toke
     episodes = warm_start_episodes(config, smol_tokenizer)
     env, tasks = make_env("synthetic-hard", split="train", overrides=overrides, tokenizer=smol_tokenizer)
     with env:
-        walks = cross_fitted_walks(env, warm_start_tasks(tasks, 16, seed=0), threshold=0.1, max_expands=2, seed=0)
+        drawn = warm_start_tasks(tasks, 16, seed=0)
+        walks = cross_fitted_walks(env, drawn, threshold=0.1, max_expands=2, seed=0, pool=tasks)
     assert len(episodes) == len(walks) == 16
     for walk, episode in zip(walks, episodes, strict=True):
         assert [json.loads(action) for action in episode.actions] == [json.loads(action) for action in walk]
