@@ -556,3 +556,22 @@ def test_the_learning_record_shows_each_dagger_round_on_validation(tmp_path: Pat
     plain = learning_runs.TrainedRun(0, tmp_path, tmp_path / "final", "base", None, False, None)
     assert learning_runs.training_summary(plain)["dagger"] == []
     assert not any(t.title.startswith("DAgger") for t in learning_record({**_report(), "config": "c"}, "x").tables)
+
+
+def test_the_learning_record_names_the_warm_starts_teacher_and_what_its_walks_reached(tmp_path: Path) -> None:
+    """The training summary reads the teacher from the warm start's record; the record's notes say it per seed."""
+    from memora_rl.experiments.learning.record import learning_record
+    from memora_rl.training.warmstart import DONE_FILE
+
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    walked = {"evidence_recall": 0.694, "context_tokens": 79.6, "steps": 1.8}
+    (warm / DONE_FILE).write_text(json.dumps({"episodes": 134, "teacher": "scorer", "components": walked}))
+    trained = learning_runs.TrainedRun(1, tmp_path, tmp_path / "final", "warm-model", warm, False, None)
+    summary = learning_runs.training_summary(trained)
+    reached = {name: walked[name] for name in ("evidence_recall", "context_tokens")}
+    assert summary["teacher"] == {"teacher": "scorer", "episodes": 134, **reached}
+    record = learning_record({**_report(), "config": "c.yaml", "training": [summary]}, "scorer-validation")
+    assert "Seed 1: the warm start imitates the scorer's walks of 134 training tasks" in " ".join(record.notes)
+    older = learning_runs.TrainedRun(1, tmp_path / "x", tmp_path / "final", "base", None, False, None)
+    assert learning_runs.training_summary(older)["teacher"] is None

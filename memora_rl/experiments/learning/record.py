@@ -84,9 +84,25 @@ def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     tables = [policy_record_table(report), margin_record_table(report)]
     tables += [category_record_table(report), gain_record_table(report), dagger_record_table(report)]
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
+    notes += [teacher_note(run) for run in report.get("training", []) if run.get("teacher")]
     trained = [name for name, policy in report["policies"].items() if policy["seeds"]]
     what = f"{', '.join(trained)} over {len(report['seeds'])} seed(s)" if trained else "baselines and oracle"
     title = f"{report['env']}, {report['split']} split: {what} (`{report['config']}`)"
     return new_record(
         name, title, report["command"], [t for t in tables if t is not None], split=report["split"], notes=notes
     )
+
+
+def teacher_note(run: Mapping[str, Any]) -> str:
+    """One run's warm-start teacher, and what its walks reached on the training tasks imitated.
+
+    >>> print(teacher_note({"seed": 0, "teacher": {"teacher": "scorer", "episodes": 134, "evidence_recall": 0.694,
+    ...                                            "context_tokens": 79.6}}))
+    Seed 0: the warm start imitates the scorer's walks of 134 training tasks (recall 0.694 at 79.6 tokens there).
+    """
+    teacher = run["teacher"]
+    reached = ""
+    if "evidence_recall" in teacher and "context_tokens" in teacher:
+        reached = f" (recall {teacher['evidence_recall']:.3f} at {teacher['context_tokens']:.1f} tokens there)"
+    return (f"Seed {run['seed']}: the warm start imitates the {teacher['teacher']}'s walks of "
+            f"{teacher['episodes']} training tasks{reached}.")  # fmt: skip

@@ -183,17 +183,34 @@ def training_summary(trained: TrainedRun) -> dict[str, Any]:
         "step_s_mean": statistics.fmean(step_s) if step_s else None,
         "reward_first": rewards[0] if rewards else None,
         "reward_last": rewards[-1] if rewards else None,
-        "dagger": dagger_rounds(trained),
+        "dagger": list(warm_start_record(trained).get("dagger", [])),
+        "teacher": teacher_summary(warm_start_record(trained)),
     }
 
 
-def dagger_rounds(trained: TrainedRun) -> list[dict[str, Any]]:
-    """The DAgger rounds of a run's warm start, as its record keeps them (none without `warm_start.dagger_rounds`)."""
+def warm_start_record(trained: TrainedRun) -> dict[str, Any]:
+    """A run's finished warm start as its `warmstart.json` keeps it (teacher, DAgger rounds); {} without one."""
     from memora_rl.training.warmstart import DONE_FILE
 
     if trained.warm_start is None or not (trained.warm_start / DONE_FILE).is_file():
-        return []
-    return list(json.loads((trained.warm_start / DONE_FILE).read_text()).get("dagger", []))
+        return {}
+    return dict(json.loads((trained.warm_start / DONE_FILE).read_text()))
+
+
+def teacher_summary(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Whose walks a warm start imitated and what they reached on its training tasks (None where unrecorded).
+
+    >>> walked = {"evidence_recall": 0.5, "context_tokens": 80, "steps": 2}
+    >>> teacher_summary({"teacher": "scorer", "episodes": 3, "components": walked})
+    {'teacher': 'scorer', 'episodes': 3, 'evidence_recall': 0.5, 'context_tokens': 80}
+    >>> teacher_summary({"episodes": 3}) is None
+    True
+    """
+    if "teacher" not in record:
+        return None
+    components = record.get("components", {})
+    measured = {name: components[name] for name in ("evidence_recall", "context_tokens") if name in components}
+    return {"teacher": record["teacher"], "episodes": record.get("episodes"), **measured}
 
 
 Keep = Callable[[Sequence[Any], Sequence[Mapping[str, float]]], None]
