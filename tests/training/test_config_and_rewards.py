@@ -17,7 +17,10 @@ from memora_rl.training.rewards import ComponentReward, judge_weights, make_comp
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize("name", ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-locomo"])
+@pytest.mark.parametrize(
+    "name",
+    ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-synthetic-hard-scorer", "smollm-locomo"],
+)
 def test_presets_load(name):
     config = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")  # resolves its env and env overrides
     assert config.grpo.beta > 0 and config.grpo.num_generations == 4
@@ -48,6 +51,10 @@ RECIPES = {
         "grpo.max_completion_tokens=1920", "grpo.gradient_accumulation=2", "warm_start.save_steps=10",
         "warm_start.max_stop_share=0.3", "warm_start.max_refines=0", "warm_start.stop_fallback_budget=8",
         f"env_overrides={[*HARD_ENV, 'env.frontier_links=[turn, similar]', 'env.frontier_order=interleave']}",
+    ],
+    "smollm-synthetic-hard-scorer": [
+        "grpo.max_steps=8", "grpo.learning_rate=3e-4", "warm_start.save_steps=10", f"env_overrides={HARD_ENV}",
+        "warm_start.teacher=scorer", "warm_start.bf16_on_cpu=true",
     ],
 }  # fmt: skip
 
