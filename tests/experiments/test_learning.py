@@ -559,7 +559,7 @@ def test_the_learning_record_shows_each_dagger_round_on_validation(tmp_path: Pat
 
 
 def test_the_learning_record_names_the_warm_starts_teacher_and_what_its_walks_reached(tmp_path: Path) -> None:
-    """The training summary reads the teacher from the warm start's record; the record's notes say it per seed."""
+    """The training summary reads the teacher from the warm start's record; notes say it per seed, once if shared."""
     from memora_rl.experiments.learning.record import learning_record
     from memora_rl.training.warmstart import DONE_FILE
 
@@ -573,5 +573,12 @@ def test_the_learning_record_names_the_warm_starts_teacher_and_what_its_walks_re
     assert summary["teacher"] == {"teacher": "scorer", "episodes": 134, **reached}
     record = learning_record({**_report(), "config": "c.yaml", "training": [summary]}, "scorer-validation")
     assert "Seed 1: the warm start imitates the scorer's walks of 134 training tasks" in " ".join(record.notes)
+    shared = {**_report(), "config": "c.yaml", "training": [summary, {**summary, "seed": 2}]}
+    shared["args"] = {**shared.get("args", {}), "share_warm_start": True}
+    notes = learning_record(shared, "scorer-validation").notes
+    assert [note for note in notes if "imitates" in note] == [
+        "The seeds share seed 1's warm start: it imitates" + " the scorer's walks of 134 training tasks (recall 0.694"
+        " at 79.6 tokens there)."
+    ]
     older = learning_runs.TrainedRun(1, tmp_path / "x", tmp_path / "final", "base", None, False, None)
     assert learning_runs.training_summary(older)["teacher"] is None

@@ -84,7 +84,7 @@ def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     tables = [policy_record_table(report), margin_record_table(report)]
     tables += [category_record_table(report), gain_record_table(report), dagger_record_table(report)]
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
-    notes += [teacher_note(run) for run in report.get("training", []) if run.get("teacher")]
+    notes += teacher_notes(report)
     trained = [name for name, policy in report["policies"].items() if policy["seeds"]]
     what = f"{', '.join(trained)} over {len(report['seeds'])} seed(s)" if trained else "baselines and oracle"
     title = f"{report['env']}, {report['split']} split: {what} (`{report['config']}`)"
@@ -93,16 +93,23 @@ def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     )
 
 
-def teacher_note(run: Mapping[str, Any]) -> str:
-    """One run's warm-start teacher, and what its walks reached on the training tasks imitated.
+def teacher_notes(report: Mapping[str, Any]) -> list[str]:
+    """Whose walks each seed's warm start imitated: one note per seed, or one for all when they share it."""
+    runs = [run for run in report.get("training", []) if run.get("teacher")]
+    if runs and report.get("args", {}).get("share_warm_start"):
+        return [teacher_note(runs[0], f"The seeds share seed {runs[0]['seed']}'s warm start: it")]
+    return [teacher_note(run, f"Seed {run['seed']}: the warm start") for run in runs]
 
-    >>> print(teacher_note({"seed": 0, "teacher": {"teacher": "scorer", "episodes": 134, "evidence_recall": 0.694,
-    ...                                            "context_tokens": 79.6}}))
+
+def teacher_note(run: Mapping[str, Any], whose: str) -> str:
+    """A run's warm-start teacher, and what its walks reached on the training tasks imitated.
+
+    >>> print(teacher_note({"teacher": {"teacher": "scorer", "episodes": 134, "evidence_recall": 0.694,
+    ...                                 "context_tokens": 79.6}}, "Seed 0: the warm start"))
     Seed 0: the warm start imitates the scorer's walks of 134 training tasks (recall 0.694 at 79.6 tokens there).
     """
     teacher = run["teacher"]
     reached = ""
     if "evidence_recall" in teacher and "context_tokens" in teacher:
         reached = f" (recall {teacher['evidence_recall']:.3f} at {teacher['context_tokens']:.1f} tokens there)"
-    return (f"Seed {run['seed']}: the warm start imitates the {teacher['teacher']}'s walks of "
-            f"{teacher['episodes']} training tasks{reached}.")  # fmt: skip
+    return f"{whose} imitates the {teacher['teacher']}'s walks of {teacher['episodes']} training tasks{reached}."
