@@ -565,6 +565,7 @@ def test_the_learning_record_names_the_warm_starts_teacher_and_what_its_walks_re
 
     warm = tmp_path / "warm"
     warm.mkdir()
+    (warm / learning_runs.WARM_WEIGHTS).write_bytes(b"weights")
     walked = {"evidence_recall": 0.694, "context_tokens": 79.6, "steps": 1.8}
     (warm / DONE_FILE).write_text(json.dumps({"episodes": 134, "teacher": "scorer", "components": walked}))
     trained = learning_runs.TrainedRun(1, tmp_path, tmp_path / "final", "warm-model", warm, False, None)
@@ -574,7 +575,6 @@ def test_the_learning_record_names_the_warm_starts_teacher_and_what_its_walks_re
     record = learning_record({**_report(), "config": "c.yaml", "training": [summary]}, "scorer-validation")
     assert "Seed 1: the warm start imitates the scorer's walks of 134 training tasks" in " ".join(record.notes)
     shared = {**_report(), "config": "c.yaml", "training": [summary, {**summary, "seed": 2}]}
-    shared["args"] = {**shared.get("args", {}), "share_warm_start": True}
     notes = learning_record(shared, "scorer-validation").notes
     assert [note for note in notes if "imitates" in note] == [
         "The seeds share seed 1's warm start: it imitates" + " the scorer's walks of 134 training tasks (recall 0.694"

@@ -94,9 +94,14 @@ def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
 
 
 def teacher_notes(report: Mapping[str, Any]) -> list[str]:
-    """Whose walks each seed's warm start imitated: one note per seed, or one for all when they share it."""
+    """Whose walks each seed's warm start imitated: one note per seed, or one for all when they share it.
+
+    Seeds share a warm start when its weights carry one stamp (`runs.weights_stamp`, as the evaluation's
+    cache reads it), whether `--share-warm-start` copied it or not.
+    """
     runs = [run for run in report.get("training", []) if run.get("teacher")]
-    if runs and report.get("args", {}).get("share_warm_start"):
+    stamps = {run.get("warm_start_stamp") for run in runs}
+    if len(runs) > 1 and len(stamps) == 1 and None not in stamps:
         return [teacher_note(runs[0], f"The seeds share seed {runs[0]['seed']}'s warm start: it")]
     return [teacher_note(run, f"Seed {run['seed']}: the warm start") for run in runs]
 

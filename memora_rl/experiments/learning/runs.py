@@ -174,6 +174,7 @@ def training_summary(trained: TrainedRun) -> dict[str, Any]:
     steps = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
     step_s = [row["time/step_s"] for row in steps if "time/step_s" in row]
     rewards = [row["reward/total"] for row in steps if "reward/total" in row]
+    warm = warm_start_record(trained)
     return {
         "seed": trained.seed,
         "run_dir": str(trained.run_dir),
@@ -183,8 +184,9 @@ def training_summary(trained: TrainedRun) -> dict[str, Any]:
         "step_s_mean": statistics.fmean(step_s) if step_s else None,
         "reward_first": rewards[0] if rewards else None,
         "reward_last": rewards[-1] if rewards else None,
-        "dagger": list(warm_start_record(trained).get("dagger", [])),
-        "teacher": teacher_summary(warm_start_record(trained)),
+        "dagger": list(warm.get("dagger", [])),
+        "teacher": teacher_summary(warm),
+        "warm_start_stamp": weights_stamp(trained.warm_start / WARM_WEIGHTS) if trained.warm_start else None,
     }
 
 
