@@ -167,15 +167,19 @@ def frontier_text(item: FrontierView, meter: TokenMeter, value_tokens: int) -> s
 
 
 def _frontier_line(item: FrontierView, abstraction: str, layout: Layout, show_dates: bool) -> str:
-    """One frontier item; anchor links keep the plain `via "<anchor>"` form, others name their kind."""
+    """One frontier item; anchor links keep the plain `via "<anchor>"` form, others name their kind.
+
+    A learned ranker's `hint` ends the line as a percentage: `e7 Hugo + adelaide (62%)`.
+    """
     abstraction = dated(abstraction, item.date if show_dates else "")
     if item.via == "anchor":
-        return layout.frontier_item.format(
-            entry_id=item.entry_id, anchor=one_line(item.anchor), abstraction=abstraction
+        anchor = one_line(item.anchor)
+        line = layout.frontier_item.format(entry_id=item.entry_id, anchor=anchor, abstraction=abstraction)
+    else:
+        line = layout.frontier_link_item.format(
+            entry_id=item.entry_id, via=item.via, anchor=one_line(item.anchor), abstraction=abstraction
         )
-    return layout.frontier_link_item.format(
-        entry_id=item.entry_id, via=item.via, anchor=one_line(item.anchor), abstraction=abstraction
-    )
+    return line if item.hint is None else f"{line} ({round(100 * item.hint)}%)"
 
 
 def compose_observation(

@@ -81,6 +81,9 @@ class FrontierView(BaseModel):
     """The date of the entry's value (`value_date`), shown before its abstraction when `ObservationState.show_dates`."""
     value: str = ""
     """The entry's value, shown cut to `ObservationState.frontier_value_tokens` tokens after its abstraction."""
+    hint: float | None = None
+    """A learned ranker's probability that the entry holds missing evidence (`frontier_ranker: learned`),
+    shown at the end of its line as a percentage; None shows nothing."""
 
 
 class ObservationState(BaseModel):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from memora_rl.config import StrictModel
@@ -67,6 +69,10 @@ class EnvConfig(StrictModel):
     """How the frontier's `frontier_limit` items are chosen: `score` (best score first, whatever the link) or
     `interleave` (the best of each link kind in turn, kinds in `frontier_links` order), so entries of one kind
     that match the question's words (`similar`) cannot push out every item of another (`turn`)."""
+    frontier_ranker: Literal["query", "learned"] = "query"
+    """What orders the frontier: `query` (the `frontier_score` to the current query) or `learned` (a
+    gradient-boosted scorer of "holds missing evidence", cross-fitted on the training split's heuristic walks,
+    `memora_rl.env.ranker`): its probability orders the `frontier_limit` items and is shown on each line."""
     similar_threshold: float = Field(default=0.85, ge=-1.0, le=1.0)
     """Cosine (unitless, -1..1) at or above which two abstractions are similar (`frontier_links` with `similar`)."""
     episode_channel: bool = False

@@ -1,4 +1,4 @@
-"""What the env needs from other sub-packages, as small protocols (query embedder, judge) and a store opener."""
+"""What the env needs from other parts: small protocols (query embedder, judge, frontier ranker), a store opener."""
 
 from __future__ import annotations
 
@@ -25,6 +25,14 @@ class Judge(Protocol):
 
     def score(self, trajectory: Trajectory) -> Any:
         """A result with `total: float` and `components: dict[str, float]`."""
+        ...
+
+
+class FrontierRanker(Protocol):
+    """Scores frontier entries for the env to order and show (see `memora_rl.env.ranker.LearnedRanker`)."""
+
+    def scores(self, env: Any, snapshot: Any, question: str) -> np.ndarray:
+        """One score in [0, 1] per frontier entry of `snapshot`, in its frontier order."""
         ...
 
 

@@ -15,7 +15,7 @@ from memora_rl.config import apply_overrides
 from memora_rl.core.tokens import Tokenizer
 from memora_rl.data.records import Corpus, Task
 from memora_rl.data.splits import SplitName
-from memora_rl.env.deps import Judge, QueryEmbedder
+from memora_rl.env.deps import FrontierRanker, Judge, QueryEmbedder
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.env.sources import data_fingerprint, load_corpus
 from memora_rl.env.spec import EnvSpec
@@ -183,5 +183,24 @@ def make_env(
     with FileLock(f"{path}.lock"):  # two processes making one env (eval beside training) build its graphs once
         build_graphs(spec, corpus, store)
     tasks = split_tasks(spec, corpus, split)
-    env = RetrievalEnv(store, spec.env, tasks=tasks, tokenizer=tokenizer, judge=judge, embedder=embedder)
+    ranker = learned_ranker(spec, corpus, store, path, embedder) if spec.env.frontier_ranker == "learned" else None
+    env = RetrievalEnv(store, spec.env, tasks=tasks, tokenizer=tokenizer, judge=judge, embedder=embedder, ranker=ranker)
     return env, tasks
+
+
+def learned_ranker(
+    spec: EnvSpec, corpus: Corpus, store: GraphStore, path: Path, embedder: QueryEmbedder | None
+) -> FrontierRanker:
+    """The env's learned frontier ranker (`frontier_ranker: learned`), fit on its training split once and cached.
+
+    Raises:
+        ConfigError: the training split cannot be cross-fitted (fewer than two conversations, or no evidence).
+    """
+    from memora_rl.env.ranker import load_or_fit_ranker
+
+    train = split_tasks(spec, corpus, "train")
+    plain = RetrievalEnv(store, spec.env.model_copy(update={"frontier_ranker": "query"}), train, embedder=embedder)
+    try:
+        return load_or_fit_ranker(plain, train, path)
+    except ValueError as error:
+        raise ConfigError(f"Env {spec.name!r}: {error}") from error

@@ -21,7 +21,7 @@ from memora_rl.core.tokens import Tokenizer
 from memora_rl.core.trajectory import ActionKind, ActionRecord, StopReason, Trajectory
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
-from memora_rl.env.deps import Judge, QueryEmbedder, open_existing_store
+from memora_rl.env.deps import FrontierRanker, Judge, QueryEmbedder, open_existing_store
 from memora_rl.env.info import FrontierInfo, StepInfo
 from memora_rl.env.ledger import EpisodeLedger
 from memora_rl.env.snapshot import EnvSnapshot
@@ -75,7 +75,9 @@ class RetrievalEnv(gym.Env[str, str]):
     which `gymnasium.make` needs since it deep-copies its arguments), `config` (`EnvConfig`), `tasks`
     (picked from with `self.np_random` when `reset` gets no task), `tokenizer` (the policy's, for the
     prompt token budget), `judge` (default `TrajectoryJudge(config.judge)`), `embedder` (for query
-    vectors ranking the frontier; must match the store's, default `store.embedder` when the store has one).
+    vectors ranking the frontier; must match the store's, default `store.embedder` when the store has one),
+    `ranker` (a `FrontierRanker`; required by `frontier_ranker: learned`, which orders the frontier by its
+    scores and shows them).
 
     ## Attributes
     `last_search_s`: seconds the last `reset`/`step` spent retrieving (query embedding, search,
@@ -97,6 +99,7 @@ class RetrievalEnv(gym.Env[str, str]):
         judge: Judge | None = None,
         embedder: QueryEmbedder | None = None,
         render_mode: str | None = None,
+        ranker: FrontierRanker | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or 'ansi'.")
@@ -108,6 +111,12 @@ class RetrievalEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self._judge = judge
         self._embedder = embedder
+        if self.config.frontier_ranker == "learned" and ranker is None:
+            raise ConfigError(
+                "env.frontier_ranker=learned needs a fitted ranker; make the env with `make_env`, which fits "
+                "it on the training split, or pass `ranker=`."
+            )
+        self.ranker = ranker if self.config.frontier_ranker == "learned" else None
         self.action_space = UnicodeText(MAX_ACTION_CHARS)
         self.observation_space = UnicodeText(max(100_000, self.config.max_prompt_tokens * 64), min_length=1)
         self._task: Task | None = None
@@ -143,6 +152,7 @@ class RetrievalEnv(gym.Env[str, str]):
             )
         started = time.perf_counter()
         self._start(task)
+        self._rank_frontier()
         self.last_search_s = time.perf_counter() - started
         return self._observe(), self._info(action=None, error=None, stop_reason=None, components={}, trajectory=None)
 
@@ -162,8 +172,10 @@ class RetrievalEnv(gym.Env[str, str]):
         self._check_running("step", action)
         started = time.perf_counter()
         record = self._apply(action, parse_action(action))
-        self.last_search_s = time.perf_counter() - started
         self._ledger.record(record)
+        if record.kind in ("expand", "refine"):
+            self._rank_frontier()
+        self.last_search_s = time.perf_counter() - started
         terminated = record.kind == "stop"
         return self._outcome(record.kind, record.error, self._ledger.stop_reason(terminated), terminated)
 
@@ -197,7 +209,9 @@ class RetrievalEnv(gym.Env[str, str]):
 
         Nothing is opened or loaded again, and closing it leaves the store open.
         """
-        return RetrievalEnv(self.store, self.config, self.tasks, self.tokenizer, self._judge, self._embedder)
+        return RetrievalEnv(
+            self.store, self.config, self.tasks, self.tokenizer, self._judge, self._embedder, ranker=self.ranker
+        )
 
     def close(self) -> None:
         """Close the store when the env opened it from a path (safe to call twice)."""
@@ -253,6 +267,15 @@ class RetrievalEnv(gym.Env[str, str]):
         self._working.add(ids)
         cost = self.config.expand_cost_per_id * len(ids)
         return ActionRecord(step=step, text=text, kind="expand", ids=ids, cost=cost)
+
+    def _rank_frontier(self) -> None:
+        """Order a new frontier by the ranker's scores, best first, each shown as the item's hint (no ranker: no-op)."""
+        if self.ranker is None or not self._working.frontier:
+            return
+        frontier = self._working.frontier
+        scores = self.ranker.scores(self, self.snapshot(), self.task.question)
+        order = sorted(range(len(frontier)), key=lambda i: -float(scores[i]))  # stable: ties keep the query's order
+        self._working.frontier = [frontier[i].model_copy(update={"hint": float(scores[i])}) for i in order]
 
     def _check_running(self, method: str, text: object) -> None:
         """Refuse a step outside a running episode, or a policy text that is not a string."""

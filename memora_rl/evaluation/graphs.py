@@ -85,14 +85,19 @@ def make_eval_env(
     Returns:
         The env (its task list: the chosen tasks) and the chosen tasks.
     """
-    from memora_rl.env.registry import graph_cache_path, resolve_env_spec, select_conversations, split_tasks
+    from memora_rl.env import registry
     from memora_rl.env.retrieval import RetrievalEnv
     from memora_rl.env.sources import load_corpus
     from memora_rl.memory import open_store
 
-    spec = resolve_env_spec(env_name, overrides)
-    corpus = select_conversations(spec, load_corpus(spec.data))
-    tasks = choose(split_tasks(spec, corpus, split))  # type: ignore[arg-type]
-    store = open_store(store_path if store_path is not None else graph_cache_path(spec), config=spec.store)
+    spec = registry.resolve_env_spec(env_name, overrides)
+    corpus = registry.select_conversations(spec, load_corpus(spec.data))
+    tasks = choose(registry.split_tasks(spec, corpus, split))  # type: ignore[arg-type]
+    path = store_path if store_path is not None else registry.graph_cache_path(spec)
+    store = open_store(path, config=spec.store)
     build_needed_graphs(spec, corpus_for_tasks(corpus, tasks), store, progress=progress)
+    if spec.env.frontier_ranker == "learned":  # its ranker is fit on the training split's graphs
+        train = registry.split_tasks(spec, corpus, "train")
+        build_needed_graphs(spec, corpus_for_tasks(corpus, train), store, progress=progress)
+        env_kwargs["ranker"] = registry.learned_ranker(spec, corpus, store, Path(path), env_kwargs.get("embedder"))
     return RetrievalEnv(store, spec.env, tasks=tasks, **env_kwargs), tasks

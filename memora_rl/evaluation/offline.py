@@ -213,7 +213,7 @@ def _eval_graph(
     )
     jobs = [(index, task) for index, task in picked if task.id not in done]
     envs = [env] + [
-        RetrievalEnv(env.store, env.config, tasks, tokenizer=tokenizer, judge=judge)
+        RetrievalEnv(env.store, env.config, tasks, tokenizer=tokenizer, judge=judge, ranker=env.ranker)
         for _ in range(min(config.concurrency, max(len(jobs), 1)) - 1)
     ]
     play = play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed, config.latency_questions)

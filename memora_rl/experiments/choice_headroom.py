@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from memora_rl.env.choice_features import FEATURE_SETS, FeatureSet, Featurizer
+from memora_rl.env.ranker import WalkStates, fit_scorer, heuristic_walk_states
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
     auc,
@@ -49,8 +51,7 @@ from memora_rl.experiments.headroom import (
     parse_headroom_args,
     write_outputs,
 )
-from memora_rl.policy.choice_features import FEATURE_SETS, FeatureSet, Featurizer
-from memora_rl.policy.scorer import WalkStates, fit_scorer, heuristic_walk_states, scorer_walk
+from memora_rl.policy.scorer import scorer_walk
 
 logger = logging.getLogger(__name__)
 

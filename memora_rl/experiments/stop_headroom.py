@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 from rich.progress import track
 
+from memora_rl.env.choice_features import Featurizer, content_words
+from memora_rl.env.ranker import fit_scorer
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
     auc,
@@ -41,8 +43,6 @@ from memora_rl.experiments.headroom import (
     write_outputs,
 )
 from memora_rl.policy.baselines import STOP_TEXT
-from memora_rl.policy.choice_features import Featurizer, content_words
-from memora_rl.policy.scorer import fit_scorer
 
 STOP_SCORER = "stop scorer"
 

@@ -6,68 +6,21 @@ most `max_expands` times, then stop (`scorer_walk`). With the `shown` features i
 observation shows, so its walks are a teacher a policy can imitate: `cross_fitted_walks` plays each task
 with a scorer fit on the other half of the conversations, as it would walk a conversation it never saw.
 `memora-rl experiment choice-headroom` measures its walks; the warm start may imitate them
-(`warm_start.teacher: scorer`).
+(`warm_start.teacher: scorer`). Where the env shows a learned ranker's scores (`env.frontier_ranker:
+learned`), `ranker_walks` follow the shown number instead (`warm_start.teacher: ranker`).
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-from rich.progress import track
 
+from memora_rl.core.parse import ExpandAction, format_action
+from memora_rl.env.choice_features import FeatureSet, Featurizer
+from memora_rl.env.ranker import fit_scorer, heuristic_walk_states, two_folds
 from memora_rl.policy.baselines import STOP_TEXT
-from memora_rl.policy.choice_features import FeatureSet, Featurizer, entry_text, evidence_labels
-
-
-class WalkStates(NamedTuple):
-    """Feature rows and labels of walk states' frontier entries, with each row's question, entry text and task."""
-
-    rows: np.ndarray
-    labels: np.ndarray
-    questions: list[str]
-    texts: list[str]
-    conversations: list[str]
-    tasks: list[str]
-
-
-def heuristic_walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer, steps: int) -> WalkStates:
-    """Rows and evidence labels of every frontier entry at the first `steps` states of each heuristic walk.
-
-    Each row carries its task's conversation and id (what cross-fitting splits by).
-    """
-    from memora_rl.core.parse import ExpandAction, format_action
-
-    rows, labels, questions, texts, conversations, task_ids = [], [], [], [], [], []
-    for task in track(tasks, description=f"states ({featurizer.features})", transient=True):
-        env.reset(options={"task": task})
-        for _ in range(steps):
-            snapshot = env.snapshot()
-            if snapshot.done:
-                break
-            ids, features = featurizer.rows(snapshot, task.question)
-            if not ids:
-                break
-            rows.append(features)
-            labels += evidence_labels(env, ids, set(task.evidence) - snapshot.turn_ids)
-            questions += [task.question] * len(ids)
-            texts += [entry_text(item) for item in snapshot.frontier]
-            conversations += [task.conversation_id] * len(ids)
-            task_ids += [task.id] * len(ids)
-            env.step(format_action(ExpandAction(ids=[ids[0]])))
-    return WalkStates(np.concatenate(rows), np.asarray(labels), questions, texts, conversations, task_ids)
-
-
-def fit_scorer(rows: Any, labels: Any, seed: int) -> Any:
-    """A gradient-boosted classifier of the label from feature rows (deterministic for a seed)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    model = HistGradientBoostingClassifier(
-        max_iter=200, learning_rate=0.05, max_leaf_nodes=15, early_stopping=False, random_state=seed
-    )
-    return model.fit(rows, labels)
 
 
 def scorer_walk(
@@ -77,8 +30,6 @@ def scorer_walk(
 
     The walk ends with a stop unless the env ended it first (then the stop is not an action of it).
     """
-    from memora_rl.core.parse import ExpandAction, format_action
-
     _obs, info = env.reset(options={"task": task})
     actions: list[str] = []
     for _ in range(max_expands):
@@ -96,19 +47,6 @@ def scorer_walk(
         actions.append(STOP_TEXT)
         *_, info = env.step(STOP_TEXT)
     return actions, info
-
-
-def two_folds(groups: Sequence[str], seed: int) -> list[int]:
-    """Each item's fold (0 or 1), whole groups to a fold, groups shuffled with `seed` and dealt alternately.
-
-    >>> folds = two_folds(["a", "a", "b", "c", "c", "d"], seed=0)
-    >>> folds[0] == folds[1] and folds[3] == folds[4], sorted(set(folds))
-    (True, [0, 1])
-    """
-    names = sorted(set(groups))
-    random.Random(seed).shuffle(names)
-    fold = {name: i % 2 for i, name in enumerate(names)}
-    return [fold[group] for group in groups]
 
 
 def cross_fitted_walks(
@@ -148,3 +86,28 @@ def cross_fitted_walks(
             if fold_of_task[task.id] == fold:
                 walks[task.id] = scorer_walk(env, task, featurizer, model, threshold, max_expands)[0]
     return [walks[task.id] for task in tasks]
+
+
+def ranker_walks(env: Any, tasks: Sequence[Any], threshold: float = 0.1, max_expands: int = 2) -> list[list[str]]:
+    """Each task's walk by the env's learned ranker: expand the first entry while its shown hint clears `threshold`.
+
+    At most `max_expands` expands, then a stop. The env's ranker is cross-fitted, so these walks are
+    `cross_fitted_walks` read off the observation itself: a policy imitating them needs only what it is shown.
+    """
+    if getattr(env, "ranker", None) is None:
+        raise ValueError("Hint walks need an env that ranks its frontier: set env.frontier_ranker=learned.")
+    walks = []
+    for task in tasks:
+        env.reset(options={"task": task})
+        actions: list[str] = []
+        while len(actions) < max_expands and not (snapshot := env.snapshot()).done:
+            first = snapshot.frontier[0] if snapshot.frontier else None
+            if first is None or first.hint is None or first.hint < threshold:
+                break
+            actions.append(format_action(ExpandAction(ids=[first.entry_id])))
+            env.step(actions[-1])
+        if not env.snapshot().done:
+            actions.append(STOP_TEXT)
+            env.step(STOP_TEXT)
+        walks.append(actions)
+    return walks

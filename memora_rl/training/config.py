@@ -157,17 +157,18 @@ class WarmStartSettings(StrictModel):
     """Draw each fallback walk's budget from 1, 2, ... up to `stop_fallback_budget` (seeded per task) instead of
     using it whole, so the warm-started policy expands by different amounts and a GRPO group's walks differ in
     how far they expand: the decision GRPO can learn from (docs/notebook/learning.md, section 22)."""
-    teacher: Literal["oracle", "scorer"] = "oracle"
+    teacher: Literal["oracle", "scorer", "ranker"] = "oracle"
     """Whose walks stage one imitates: the `oracle`'s (it knows the evidence), or the `scorer`'s
     (`memora_rl.policy.scorer`): a gradient-boosted chooser of frontier entries that reads only what the
     observation shows, fit on the heuristic's walks of the other half of the training split's conversations,
     so it walks each task as a learner of the observation would. Its walks expand the best-scored entry
     while it clears `scorer_threshold`, at most `scorer_max_expands` times, then stop (issue 51: a teacher
-    the policy can follow). DAgger's labels come from the oracle either way."""
+    the policy can follow). `ranker` walks the same way by the scores the env shows (`env.frontier_ranker:
+    learned`, `memora_rl.policy.scorer.ranker_walks`). DAgger's labels come from the oracle either way."""
     scorer_threshold: float = Field(0.1, gt=0.0, lt=1.0)
-    """The scorer teacher's least probability of "holds missing evidence" worth an expand."""
+    """The scorer or ranker teacher's least probability of "holds missing evidence" worth an expand."""
     scorer_max_expands: int = Field(2, ge=1)
-    """The scorer teacher's most expands per walk."""
+    """The scorer or ranker teacher's most expands per walk."""
     dagger_rounds: int = Field(0, ge=0)
     """DAgger rounds before the final fit (issue 51): round k plays the model fit on the rows so far on the
     warm-start tasks, the oracle labels each state it visited with its best next action, and those rows join

@@ -197,6 +197,13 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
             actions = cross_fitted_walks(env, tasks, threshold=settings.scorer_threshold, pool=split_tasks,
                                          max_expands=settings.scorer_max_expands, seed=config.seed)  # fmt: skip
             walks: list[Any] = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
+        elif settings.teacher == "ranker":  # the env's own cross-fitted ranker, read off the observation
+            from memora_rl.policy.scorer import ranker_walks
+
+            actions = ranker_walks(
+                env, tasks, threshold=settings.scorer_threshold, max_expands=settings.scorer_max_expands
+            )
+            walks = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
         else:
             walks = oracle_walks(env, tasks, settings, config.seed)
         by_task = {task.id: task for task in tasks}

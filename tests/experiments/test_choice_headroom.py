@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from memora_rl.core.parse import ExpandAction, format_action
+from memora_rl.env.choice_features import Featurizer, entry_text, evidence_labels
 from memora_rl.experiments import choice_headroom
 from memora_rl.experiments.headroom import stop_oracle
-from memora_rl.policy.choice_features import Featurizer, entry_text, evidence_labels
 
 QUICKSTART = "configs/grpo/quickstart.yaml"
 

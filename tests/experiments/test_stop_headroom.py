@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from memora_rl.env.choice_features import Featurizer
 from memora_rl.experiments import stop_headroom
-from memora_rl.policy.choice_features import Featurizer
 
 QUICKSTART = "configs/grpo/quickstart.yaml"
 

@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
+from memora_rl.env.choice_features import Featurizer
 from memora_rl.policy import scorer
 from memora_rl.policy.baselines import STOP_TEXT
-from memora_rl.policy.choice_features import Featurizer
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 @pytest.mark.parametrize(
     "name",
-    ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-synthetic-hard-scorer", "smollm-locomo"],
+    ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-synthetic-hard-scorer",
+     "smollm-synthetic-hard-ranker", "smollm-locomo"],  # fmt: skip
 )
 def test_presets_load(name):
     config = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")  # resolves its env and env overrides
@@ -55,6 +56,11 @@ RECIPES = {
     "smollm-synthetic-hard-scorer": [
         "grpo.max_steps=8", "grpo.learning_rate=3e-4", "warm_start.save_steps=10", f"env_overrides={HARD_ENV}",
         "warm_start.teacher=scorer", "warm_start.bf16_on_cpu=true",
+    ],
+    "smollm-synthetic-hard-ranker": [
+        "grpo.max_steps=8", "grpo.learning_rate=3e-4", "warm_start.save_steps=10",
+        f"env_overrides={[*HARD_ENV, 'env.frontier_ranker=learned']}", "warm_start.teacher=ranker",
+        "warm_start.scorer_threshold=0.05", "warm_start.bf16_on_cpu=true",
     ],
 }  # fmt: skip
 

@@ -77,7 +77,9 @@ class EvalContext:
         config = resolve_env_spec(self.env_name, [*self.env_overrides, *overrides]).env
         judge = TrajectoryJudge(config.judge)
         return [
-            RetrievalEnv(self.env.store, config, self.tasks, tokenizer=self.tokenizer, judge=judge)
+            RetrievalEnv(
+                self.env.store, config, self.tasks, tokenizer=self.tokenizer, judge=judge, ranker=self.env.ranker
+            )
             for _ in range(count)
         ]
 
