@@ -6,7 +6,7 @@ so a policy reads a learned estimate beside the text. The scorer reads only what
 walks of the training tasks, labelled by the evidence. It is cross-fitted: a training conversation is scored
 by the model fit on the other fold's conversations, every other conversation by the model fit on all of them,
 so training observations are no better ranked than held-out ones. A fit is cached under
-`memora_home()/rankers/` by everything it depends on.
+`memora_home()/cache/rankers/` by everything it depends on.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rich.progress import track
 
 from memora_rl.core.tokens import TokenMeter
 from memora_rl.env.choice_features import Featurizer, entry_text, evidence_labels
-from memora_rl.paths import memora_home
+from memora_rl.paths import cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -149,9 +149,7 @@ def ranker_cache_path(graph_path: Path, env_config: Any, tasks: Sequence[Any], s
         [str(graph_path.resolve()), env_config.model_dump_json(), ",".join(sorted(t.id for t in tasks)),
          str(seed), sklearn.__version__]
     )  # fmt: skip
-    folder = memora_home() / "rankers"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{graph_path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.pkl"
+    return cache_dir("rankers") / f"{graph_path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.pkl"
 
 
 def load_or_fit_ranker(env: Any, tasks: Sequence[Any], graph_path: Path, seed: int = 0) -> LearnedRanker:

@@ -103,6 +103,11 @@ class RetrievalEnv(gym.Env[str, str]):
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or 'ansi'.")
+        if (config or EnvConfig()).frontier_ranker == "learned" and ranker is None:
+            raise ConfigError(
+                "env.frontier_ranker=learned needs a fitted ranker; make the env with `make_env`, which fits "
+                "it on the training split, or pass `ranker=`."
+            )
         self._owns_store = isinstance(store, str | Path)
         self.store: GraphStore = open_existing_store(store) if isinstance(store, str | Path) else store
         self.config = config or EnvConfig()
@@ -111,11 +116,6 @@ class RetrievalEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self._judge = judge
         self._embedder = embedder
-        if self.config.frontier_ranker == "learned" and ranker is None:
-            raise ConfigError(
-                "env.frontier_ranker=learned needs a fitted ranker; make the env with `make_env`, which fits "
-                "it on the training split, or pass `ranker=`."
-            )
         self.ranker = ranker if self.config.frontier_ranker == "learned" else None
         self.action_space = UnicodeText(MAX_ACTION_CHARS)
         self.observation_space = UnicodeText(max(100_000, self.config.max_prompt_tokens * 64), min_length=1)

@@ -12,13 +12,14 @@ from memora_rl.env.choice_features import Featurizer
 from memora_rl.policy import scorer
 from memora_rl.policy.baselines import STOP_TEXT
 
+HARD = ["env.compact=true", "env.frontier_value_tokens=12"]
+
 
 @pytest.fixture(scope="module")
 def hard_train():
     from memora_rl.env.registry import make_env
 
-    overrides = ["env.compact=true", "env.frontier_value_tokens=12"]
-    env, tasks = make_env("synthetic-hard", split="train", overrides=overrides)
+    env, tasks = make_env("synthetic-hard", split="train", overrides=HARD)
     with env:
         yield env, random.Random(0).sample(list(tasks), 24)  # tasks of several conversations
 
@@ -89,3 +90,24 @@ def test_cross_fitting_needs_two_tasks(hard_train) -> None:
     env, tasks = hard_train
     with pytest.raises(ValueError, match="at least 2 tasks"):
         scorer.cross_fitted_walks(env, tasks[:1])
+
+
+def test_ranker_walks_expand_the_first_entry_while_its_shown_hint_clears_the_threshold() -> None:
+    from memora_rl.env.registry import make_env
+
+    env, tasks = make_env("synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned"])
+    with env:
+        walks = scorer.ranker_walks(env, tasks[:12], threshold=0.05, max_expands=2)
+        for task, actions in zip(tasks[:12], walks, strict=True):
+            env.reset(options={"task": task})
+            for action in actions[:-1]:  # each expand names the first entry, whose hint clears the threshold
+                first = env.snapshot().frontier[0]
+                assert json.loads(action) == {"action": "expand", "ids": [first.entry_id]} and first.hint >= 0.05
+                env.step(action)
+            assert actions[-1] == STOP_TEXT and len(actions) <= 3
+            frontier = env.snapshot().frontier
+            assert len(actions) == 3 or not frontier or frontier[0].hint < 0.05  # it stopped for a reason
+        assert any(len(actions) > 1 for actions in walks), "the ranker should expand somewhere"
+    plain, plain_tasks = make_env("synthetic-hard", split="validation", overrides=HARD)
+    with plain, pytest.raises(ValueError, match="frontier_ranker=learned"):
+        scorer.ranker_walks(plain, plain_tasks[:1])

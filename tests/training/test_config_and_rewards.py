@@ -17,11 +17,11 @@ from memora_rl.training.rewards import ComponentReward, judge_weights, make_comp
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
-@pytest.mark.parametrize(
-    "name",
-    ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-synthetic-hard-scorer",
-     "smollm-synthetic-hard-ranker", "smollm-locomo"],  # fmt: skip
-)
+PRESETS = ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-synthetic-hard-scorer",
+           "smollm-synthetic-hard-ranker", "smollm-locomo"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PRESETS)
 def test_presets_load(name):
     config = load_config(TrainConfig, CONFIGS / "grpo" / f"{name}.yaml")  # resolves its env and env overrides
     assert config.grpo.beta > 0 and config.grpo.num_generations == 4

@@ -242,3 +242,24 @@ def test_the_scorer_teacher_episodes_are_its_cross_fitted_walks_played(smol_toke
         assert [json.loads(action) for action in episode.actions] == [json.loads(action) for action in walk]
     kinds = {json.loads(action)["action"] for episode in episodes for action in episode.actions}
     assert kinds == {"expand", "stop"}
+
+
+def test_the_ranker_teacher_episodes_are_its_walks_by_the_shown_hints(smol_tokenizer, tmp_path) -> None:
+    """`warm_start.teacher=ranker`: stage one imitates the walks the env's shown ranker scores make."""
+    from memora_rl.env.registry import make_env
+    from memora_rl.policy.scorer import ranker_walks
+    from memora_rl.training.config import TrainConfig
+    from memora_rl.training.warmstart import warm_start_episodes, warm_start_tasks
+
+    overrides = ["env.compact=true", "env.frontier_value_tokens=12", "env.frontier_ranker=learned"]
+    settings = {"teacher": "ranker", "max_tasks": 12, "scorer_threshold": 0.05, "scorer_max_expands": 2}
+    config = TrainConfig(env="synthetic-hard", env_overrides=overrides, output_root=tmp_path, warm_start=settings,
+                         grpo={"max_turns": 4, "max_completion_tokens": 1280})  # fmt: skip
+    episodes = warm_start_episodes(config, smol_tokenizer)
+    env, tasks = make_env("synthetic-hard", split="train", overrides=overrides, tokenizer=smol_tokenizer)
+    with env:
+        walks = ranker_walks(env, warm_start_tasks(tasks, 12, seed=0), threshold=0.05, max_expands=2)
+    assert [[json.loads(a) for a in episode.actions] for episode in episodes] == [
+        [json.loads(a) for a in walk] for walk in walks
+    ]
+    assert any("%)" in observation for episode in episodes for observation in episode.observations)  # the hints shown
