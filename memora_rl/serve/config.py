@@ -36,8 +36,8 @@ class ServeConfig(StrictModel):
     served policy is invalid, whatever conversations it walks. Off: the model's free text, as in training."""
     export: Path | None = None
     """The export being served (policy=llm only): walks take its training env's settings (observation layout,
-    few-shot turns, action costs, judge), so the policy sees what it was trained on; budget and top-k stay the
-    service's. None: the default env settings."""
+    few-shot turns, action costs, judge, and a learned frontier ranker, fit on its training env's data), so the
+    policy sees what it was trained on; budget and top-k stay the service's. None: the default env settings."""
     builder: str = "extractive"
     """Builder that `/v1/ingest` uses (registry name: extractive, memora, nemori)."""
     builder_config: Path | None = None

@@ -19,7 +19,7 @@ from memora_rl.core.trajectory import Trajectory
 from memora_rl.core.walk import WalkLog, WalkStep
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
-from memora_rl.env.deps import Judge
+from memora_rl.env.deps import FrontierRanker, Judge
 from memora_rl.env.retrieval import RetrievalEnv
 from memora_rl.errors import ConfigError, RolloutError
 from memora_rl.judge import render_memory_context
@@ -111,12 +111,14 @@ def retrieve(
     policy_name: str,
     judge: Judge,
     deadline: Deadline | None = None,
+    ranker: FrontierRanker | None = None,
 ) -> RetrieveResponse:
     """Walk graph `request.graph` of `store` for `request.question` and return what the walk retrieved.
 
     `judge` scores the walk twice: in the env, on the env's own measure of the context, then here on the
     tokens of the context this answer carries (`request.context_mode`'s text, as the client reads it), so
-    that `reward_components["context_tokens"]` and its `context_cost` agree with `context_tokens`.
+    that `reward_components["context_tokens"]` and its `context_cost` agree with `context_tokens`. `ranker`
+    orders and scores each frontier where `env_config.frontier_ranker` is `learned`.
 
     Raises:
         RequestTimeoutError: `deadline` passed during the walk.
@@ -124,7 +126,7 @@ def retrieve(
     started = time.perf_counter()
     task = Task(id=f"live-{uuid.uuid4().hex[:12]}", conversation_id=request.graph, question=request.question,
                 answer="", category="open-domain")  # fmt: skip
-    env = RetrievalEnv(store, config=env_config, judge=judge)
+    env = RetrievalEnv(store, config=env_config, judge=judge, ranker=ranker)
     walk, info, search_s = play_walk(env, task, act, deadline)
     trajectory: Trajectory = info["trajectory"]
     entries = trajectory.retrieved

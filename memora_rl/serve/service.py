@@ -10,6 +10,7 @@ import anyio.from_thread
 from memora_rl.builders.base import Builder
 from memora_rl.embedding import Embedder
 from memora_rl.env.config import EnvConfig
+from memora_rl.env.deps import FrontierRanker
 from memora_rl.memory.records import Episode
 from memora_rl.policy.base import Policy
 from memora_rl.serve.checks import warn_if_not_the_export, warn_if_policy_context_short
@@ -56,6 +57,23 @@ def served_env(config: ServeConfig) -> EnvConfig:
     return resolve_env_spec(manifest.env, manifest.env_overrides).env
 
 
+def served_ranker(config: ServeConfig, env: EnvConfig) -> FrontierRanker | None:
+    """The learned frontier ranker of an export trained with `env.frontier_ranker: learned`, else None.
+
+    It is the training env's own (fit on its training split, cached), so served walks show the numbers the
+    policy learned to read; a served graph is a conversation it never saw, scored by the fit on all of them.
+    """
+    if env.frontier_ranker != "learned" or config.export is None:
+        return None
+    from memora_rl.env.registry import make_env
+    from memora_rl.policy.export_folder import load_export
+
+    manifest = load_export(config.export).manifest
+    training_env, _ = make_env(str(manifest.env), split="train", overrides=manifest.env_overrides)
+    with training_env:
+        return training_env.ranker
+
+
 def make_ingest_builder(config: ServeConfig, embedder: Embedder | None) -> Builder:
     """The ingest builder; the extractive one shares the service's embedder (so its cache serves the store)."""
     if config.builder == "extractive":
@@ -83,6 +101,7 @@ class MemoryService:
     def __init__(self, config: ServeConfig, embedder: Embedder | None = None, policy: Policy | None = None) -> None:
         self.config = config
         self.env = served_env(config)
+        self.ranker = served_ranker(config, self.env)
         self.graphs = GraphRegistry(config.stores, embedder, config.read_connections)
         self.policy = policy or make_policy(config, self.env)
         if not self.policy.reads_frontier:
@@ -129,7 +148,9 @@ class MemoryService:
         handle = self.graphs.find(request.graph)
         env_config = self.env_config(request)
         deadline = deadline or self.deadline()
-        return retrieve(handle.reader, request, env_config, act, self.policy.name, self.judge, deadline)
+        return retrieve(
+            handle.reader, request, env_config, act, self.policy.name, self.judge, deadline, ranker=self.ranker
+        )
 
     def act_via_loop(self) -> ActFn:
         """An `ActFn` for worker threads started by anyio: runs `policy.act` on the event loop that started them."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
@@ -9,7 +10,7 @@ import pytest
 
 from memora_rl.errors import LLMError
 from memora_rl.policy.base import Policy
-from tests.serve.conftest import GRAPH, make_service, running_server
+from tests.serve.conftest import GRAPH, LINKED_GRAPH, make_service, running_server
 
 
 @pytest.mark.slow
@@ -106,6 +107,34 @@ def test_an_export_is_served_with_the_observation_layout_it_was_trained_on(
     assert len(chats["export"]) == 2  # system prompt, first observation: no few-shot turns
     assert chats["default"][0]["content"] == prompts.SYSTEM_PROMPT and len(chats["default"]) > 2
     assert len(chats["export"][1]["content"]) < len(chats["default"][-1]["content"])  # the compact layout
+
+
+def test_an_export_trained_over_a_learned_ranker_is_served_with_its_shown_scores(
+    friends_store: Path, embedder, tmp_path: Path
+) -> None:
+    from memora_rl.serve.config import ServeConfig
+    from memora_rl.serve.schemas import RetrieveRequest
+    from memora_rl.serve.service import MemoryService
+
+    overrides = [
+        "env.compact=true",
+        "env.few_shot=false",
+        "env.frontier_value_tokens=12",
+        "env.frontier_ranker=learned",
+    ]
+    export = _export_folder(tmp_path / "export", "synthetic-hard", overrides)
+    policy = _RecordingPolicy()
+    config = ServeConfig(stores=[friends_store], policy="llm", llm_base_url="http://127.0.0.1:9/v1",
+                         llm_model="policy", export=export)  # fmt: skip
+    service = MemoryService(config, embedder=embedder, policy=policy)
+    assert service.ranker is not None and LINKED_GRAPH not in service.ranker.fold_of  # scored by the whole fit
+    request = RetrieveRequest(graph=LINKED_GRAPH, question="Who is Priya's manager?", top_k=1)
+    response = service.retrieve_sync(request, _sync(policy))
+    service.close()
+    lines = response.walk[0].observation.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Linked"))
+    frontier_lines = [line for line in lines[start + 1 :] if not line.startswith("Budget")]
+    assert frontier_lines and all(re.search(r" \(\d+%\)$", line) for line in frontier_lines)
 
 
 def _sync(policy: Policy):
