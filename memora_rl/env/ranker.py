@@ -141,20 +141,22 @@ def fit_ranker(env: Any, tasks: Sequence[Any], seed: int = 0) -> LearnedRanker:
     return LearnedRanker((models[0], models[1]), fit_scorer(states.rows, states.labels, seed), fold_of)
 
 
-def ranker_cache_path(graph_path: Path, env_config: Any, tasks: Sequence[Any], seed: int = 0) -> Path:
-    """Where the ranker of one graph store, env config and training tasks is cached."""
+def ranker_cache_path(graph_path: Path, settings: str, tasks: Sequence[Any], seed: int = 0) -> Path:
+    """Where the ranker of one graph store, its settings (env and store config) and training tasks is cached."""
     import sklearn
 
     key = "|".join(
-        [str(graph_path.resolve()), env_config.model_dump_json(), ",".join(sorted(t.id for t in tasks)),
-         str(seed), sklearn.__version__]
-    )  # fmt: skip
+        [str(graph_path.resolve()), settings, ",".join(sorted(t.id for t in tasks)), str(seed), sklearn.__version__]
+    )
     return cache_dir("rankers") / f"{graph_path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.pkl"
 
 
-def load_or_fit_ranker(env: Any, tasks: Sequence[Any], graph_path: Path, seed: int = 0) -> LearnedRanker:
-    """The cached ranker for `env` (which ranks by the query) and its training `tasks`, fit once and saved."""
-    path = ranker_cache_path(graph_path, env.config, tasks, seed)
+def load_or_fit_ranker(env: Any, tasks: Sequence[Any], graph_path: Path, settings: str, seed: int = 0) -> LearnedRanker:
+    """The cached ranker for `env` (which ranks by the query) and its training `tasks`, fit once and saved.
+
+    `settings` names everything else the fit depends on (the env's and the store's config, as JSON).
+    """
+    path = ranker_cache_path(graph_path, settings, tasks, seed)
     with FileLock(f"{path}.lock"):  # two processes making one env (eval beside training) fit it once
         if path.is_file():
             with path.open("rb") as file:
