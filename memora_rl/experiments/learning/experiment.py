@@ -278,6 +278,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
         "args": {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
         "config": str(args.config),
         "env": config.env,
+        "env_overrides": list(config.env_overrides),
         "split": args.eval_split,
         "tasks": len(tasks),
         "task_ids": report_ids,

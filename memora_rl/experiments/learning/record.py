@@ -79,12 +79,21 @@ def dagger_record_table(report: Mapping[str, Any]) -> ResultTable | None:
     return ResultTable(title=title, columns=columns, rows=rows)
 
 
+RANKED_NOTE = (
+    "The env orders each frontier by a learned ranker and shows its probability on every line "
+    "(`env.frontier_ranker=learned`): every policy here reads it, and the heuristic expands the ranker's first ids."
+)
+"""The note of a learning record whose env ranks its frontier with a learned scorer (its heuristic is not the rule)."""
+
+
 def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     """The record of one learning experiment's report."""
     tables = [policy_record_table(report), margin_record_table(report)]
     tables += [category_record_table(report), gain_record_table(report), dagger_record_table(report)]
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
     notes += teacher_notes(report)
+    if "env.frontier_ranker=learned" in report.get("env_overrides", []):
+        notes.append(RANKED_NOTE)
     trained = [name for name, policy in report["policies"].items() if policy["seeds"]]
     what = f"{', '.join(trained)} over {len(report['seeds'])} seed(s)" if trained else "baselines and oracle"
     title = f"{report['env']}, {report['split']} split: {what} (`{report['config']}`)"
