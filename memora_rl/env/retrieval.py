@@ -76,8 +76,7 @@ class RetrievalEnv(gym.Env[str, str]):
     (picked from with `self.np_random` when `reset` gets no task), `tokenizer` (the policy's, for the
     prompt token budget), `judge` (default `TrajectoryJudge(config.judge)`), `embedder` (for query
     vectors ranking the frontier; must match the store's, default `store.embedder` when the store has one),
-    `ranker` (a `FrontierRanker`; required by `frontier_ranker: learned`, which orders the frontier by its
-    scores and shows them).
+    `ranker` (a `FrontierRanker`: `frontier_ranker: learned` orders the frontier by its scores and shows them).
 
     ## Attributes
     `last_search_s`: seconds the last `reset`/`step` spent retrieving (query embedding, search,
@@ -104,10 +103,8 @@ class RetrievalEnv(gym.Env[str, str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or 'ansi'.")
         if (config or EnvConfig()).frontier_ranker == "learned" and ranker is None:
-            raise ConfigError(
-                "env.frontier_ranker=learned needs a fitted ranker; make the env with `make_env`, which fits "
-                "it on the training split, or pass `ranker=`."
-            )
+            raise ConfigError("env.frontier_ranker=learned needs a fitted ranker; make the env with `make_env`, "
+                              "which fits it on the training split, or pass `ranker=`.")  # fmt: skip
         self._owns_store = isinstance(store, str | Path)
         self.store: GraphStore = open_existing_store(store) if isinstance(store, str | Path) else store
         self.config = config or EnvConfig()
@@ -269,13 +266,9 @@ class RetrievalEnv(gym.Env[str, str]):
         return ActionRecord(step=step, text=text, kind="expand", ids=ids, cost=cost)
 
     def _rank_frontier(self) -> None:
-        """Order a new frontier by the ranker's scores, best first, each shown as the item's hint (no ranker: no-op)."""
-        if self.ranker is None or not self._working.frontier:
-            return
-        frontier = self._working.frontier
-        scores = self.ranker.scores(self, self.snapshot(), self.task.question)
-        order = sorted(range(len(frontier)), key=lambda i: -float(scores[i]))  # stable: ties keep the query's order
-        self._working.frontier = [frontier[i].model_copy(update={"hint": float(scores[i])}) for i in order]
+        """Order a new frontier by the ranker's scores and show them (no ranker or no frontier: no-op)."""
+        if self.ranker is not None and self._working.frontier:
+            self._working.rank(self.ranker.scores(self, self.snapshot(), self.task.question))
 
     def _check_running(self, method: str, text: object) -> None:
         """Refuse a step outside a running episode, or a policy text that is not a string."""
@@ -342,13 +335,9 @@ class RetrievalEnv(gym.Env[str, str]):
         return self._observation
 
     def _info(
-        self,
-        action: Any,
-        error: str | None,
-        stop_reason: StopReason | None,
-        components: dict[str, float],
+        self, action: Any, error: str | None, stop_reason: StopReason | None, components: dict[str, float],
         trajectory: Trajectory | None,
-    ) -> StepInfo:
+    ) -> StepInfo:  # fmt: skip
         """A fresh info dict (no object shared with earlier calls)."""
         return StepInfo(
             task_id=self.task.id,
