@@ -189,7 +189,6 @@ def _eval_graph(
 ) -> tuple[list[Task], Throughput]:
     """Play the graph policy over the split's remaining tasks; returns all tasks of the (limited) split."""
     from memora_rl.env.registry import resolve_env_spec
-    from memora_rl.env.retrieval import RetrievalEnv
     from memora_rl.evaluation.graphs import make_eval_env
     from memora_rl.evaluation.playback import play_graph_tasks
 
@@ -212,10 +211,7 @@ def _eval_graph(
         config.env, config.split, config.env_overrides, choose, tokenizer=tokenizer, judge=judge
     )
     jobs = [(index, task) for index, task in picked if task.id not in done]
-    envs = [env] + [
-        RetrievalEnv(env.store, env.config, tasks, tokenizer=tokenizer, judge=judge, ranker=env.ranker)
-        for _ in range(min(config.concurrency, max(len(jobs), 1)) - 1)
-    ]
+    envs = [env] + [env.sibling() for _ in range(min(config.concurrency, max(len(jobs), 1)) - 1)]
     play = play_graph_tasks(envs, jobs, policy, records_path, grader, config.seed, config.latency_questions)
 
     async def close() -> None:

@@ -191,21 +191,18 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
     env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
     with env:  # closed (its graph stores too) even when a walk fails
         split_tasks, tasks = tasks, warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
-        if settings.teacher == "scorer":  # its scorers learn from the whole split, cross-fitted
-            from memora_rl.policy.scorer import cross_fitted_walks
-
-            actions = cross_fitted_walks(env, tasks, threshold=settings.scorer_threshold, pool=split_tasks,
-                                         max_expands=settings.scorer_max_expands, seed=config.seed)  # fmt: skip
-            walks: list[Any] = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
-        elif settings.teacher == "ranker":  # the env's own cross-fitted ranker, read off the observation
-            from memora_rl.policy.scorer import ranker_walks
-
-            actions = ranker_walks(
-                env, tasks, threshold=settings.scorer_threshold, max_expands=settings.scorer_max_expands
-            )
-            walks = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
-        else:
+        if settings.teacher == "oracle":
             walks = oracle_walks(env, tasks, settings, config.seed)
+        else:  # the scorer's walks (its scorers learn from the whole split, cross-fitted) or the env's ranker's
+            from memora_rl.policy.scorer import cross_fitted_walks, ranker_walks
+
+            threshold, most = settings.scorer_threshold, settings.scorer_max_expands
+            if settings.teacher == "scorer":
+                actions = cross_fitted_walks(env, tasks, threshold=threshold, max_expands=most, seed=config.seed,
+                                             pool=split_tasks)  # fmt: skip
+            else:
+                actions = ranker_walks(env, tasks, threshold=threshold, max_expands=most)
+            walks = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
         by_task = {task.id: task for task in tasks}
         episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
     logger.info("warm start: %d %s episodes of %d tasks", len(episodes), settings.teacher, len(tasks))

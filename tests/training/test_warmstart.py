@@ -221,19 +221,27 @@ def test_a_warm_started_run_names_the_merged_model_where_export_reads_it(tmp_pat
     assert reloaded.model == reloaded.server.model == str(model_dir.resolve())
 
 
-def test_the_scorer_teacher_episodes_are_its_cross_fitted_walks_played(smol_tokenizer, tmp_path) -> None:
-    """`warm_start.teacher=scorer`: stage one imitates the scorer's walks (expands and a stop), token-exact."""
+def _teacher_episodes(tokenizer, tmp_path, overrides: list[str], settings: dict) -> tuple[list, tuple]:
+    """Stage one's episodes for a warm start of `settings` on synthetic-hard, and the env's training tasks."""
     from memora_rl.env.registry import make_env
-    from memora_rl.policy.scorer import cross_fitted_walks
     from memora_rl.training.config import TrainConfig
-    from memora_rl.training.warmstart import warm_start_episodes, warm_start_tasks
+    from memora_rl.training.warmstart import warm_start_episodes
 
-    overrides = ["env.compact=true", "env.frontier_value_tokens=12"]
-    settings = {"teacher": "scorer", "max_tasks": 16, "scorer_threshold": 0.1, "scorer_max_expands": 2}
     config = TrainConfig(env="synthetic-hard", env_overrides=overrides, output_root=tmp_path, warm_start=settings,
                          grpo={"max_turns": 4, "max_completion_tokens": 1280})  # fmt: skip
-    episodes = warm_start_episodes(config, smol_tokenizer)
-    env, tasks = make_env("synthetic-hard", split="train", overrides=overrides, tokenizer=smol_tokenizer)
+    episodes = warm_start_episodes(config, tokenizer)
+    env, tasks = make_env("synthetic-hard", split="train", overrides=overrides, tokenizer=tokenizer)
+    return episodes, (env, tasks)
+
+
+def test_the_scorer_teacher_episodes_are_its_cross_fitted_walks_played(smol_tokenizer, tmp_path) -> None:
+    """`warm_start.teacher=scorer`: stage one imitates the scorer's walks (expands and a stop), token-exact."""
+    from memora_rl.policy.scorer import cross_fitted_walks
+    from memora_rl.training.warmstart import warm_start_tasks
+
+    settings = {"teacher": "scorer", "max_tasks": 16, "scorer_threshold": 0.1, "scorer_max_expands": 2}
+    overrides = ["env.compact=true", "env.frontier_value_tokens=12"]
+    episodes, (env, tasks) = _teacher_episodes(smol_tokenizer, tmp_path, overrides, settings)
     with env:
         drawn = warm_start_tasks(tasks, 16, seed=0)
         walks = cross_fitted_walks(env, drawn, threshold=0.1, max_expands=2, seed=0, pool=tasks)
@@ -246,17 +254,12 @@ def test_the_scorer_teacher_episodes_are_its_cross_fitted_walks_played(smol_toke
 
 def test_the_ranker_teacher_episodes_are_its_walks_by_the_shown_hints(smol_tokenizer, tmp_path) -> None:
     """`warm_start.teacher=ranker`: stage one imitates the walks the env's shown ranker scores make."""
-    from memora_rl.env.registry import make_env
     from memora_rl.policy.scorer import ranker_walks
-    from memora_rl.training.config import TrainConfig
-    from memora_rl.training.warmstart import warm_start_episodes, warm_start_tasks
+    from memora_rl.training.warmstart import warm_start_tasks
 
-    overrides = ["env.compact=true", "env.frontier_value_tokens=12", "env.frontier_ranker=learned"]
     settings = {"teacher": "ranker", "max_tasks": 12, "scorer_threshold": 0.05, "scorer_max_expands": 2}
-    config = TrainConfig(env="synthetic-hard", env_overrides=overrides, output_root=tmp_path, warm_start=settings,
-                         grpo={"max_turns": 4, "max_completion_tokens": 1280})  # fmt: skip
-    episodes = warm_start_episodes(config, smol_tokenizer)
-    env, tasks = make_env("synthetic-hard", split="train", overrides=overrides, tokenizer=smol_tokenizer)
+    overrides = ["env.compact=true", "env.frontier_value_tokens=12", "env.frontier_ranker=learned"]
+    episodes, (env, tasks) = _teacher_episodes(smol_tokenizer, tmp_path, overrides, settings)
     with env:
         walks = ranker_walks(env, warm_start_tasks(tasks, 12, seed=0), threshold=0.05, max_expands=2)
     assert [[json.loads(a) for a in episode.actions] for episode in episodes] == [
