@@ -18,7 +18,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 
 PRESETS = ["tiny", "quickstart", "hard", "locomo", "smollm-synthetic-hard", "smollm-synthetic-hard-scorer",
-           "smollm-synthetic-hard-ranker", "smollm-locomo"]  # fmt: skip
+           "smollm-synthetic-hard-ranker", "smollm-synthetic-hard-ranker-context", "smollm-locomo"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -61,6 +61,11 @@ RECIPES = {
         "grpo.max_steps=8", "grpo.learning_rate=3e-4", "warm_start.save_steps=10",
         f"env_overrides={[*HARD_ENV, 'env.frontier_ranker=learned']}", "warm_start.teacher=ranker",
         "warm_start.scorer_threshold=0.05", "warm_start.bf16_on_cpu=true",
+    ],
+    "smollm-synthetic-hard-ranker-context": [
+        "grpo.max_steps=8", "grpo.learning_rate=3e-4", "warm_start.save_steps=10",
+        f"env_overrides={[*HARD_ENV, 'env.frontier_ranker=learned', 'env.judge.context_weight=0.1']}",
+        "warm_start.teacher=ranker", "warm_start.scorer_threshold=0.05", "warm_start.bf16_on_cpu=true",
     ],
 }  # fmt: skip
 
