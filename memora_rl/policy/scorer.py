@@ -12,7 +12,7 @@ learned`), `ranker_walks` follow the shown number instead (`warm_start.teacher: 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,30 +23,42 @@ from memora_rl.env.ranker import fit_scorer, heuristic_walk_states, two_folds
 from memora_rl.policy.baselines import STOP_TEXT
 
 
-def scorer_walk(
-    env: Any, task: Any, featurizer: Featurizer, model: Any, threshold: float, max_expands: int
+def greedy_walk(
+    env: Any, task: Any, choose: Callable[[Any], str | None], max_expands: int
 ) -> tuple[list[str], Mapping[str, Any]]:
-    """One task's greedy walk and its final info: expand the best-scored entry while it clears `threshold`.
+    """One task's walk and its final info: expand the id `choose(snapshot)` names, at most `max_expands` times.
 
-    The walk ends with a stop unless the env ended it first (then the stop is not an action of it).
+    The walk stops when `choose` names none; it ends with a stop unless the env ended it first (then the stop
+    is not an action of it).
     """
     _obs, info = env.reset(options={"task": task})
     actions: list[str] = []
-    for _ in range(max_expands):
-        snapshot = env.snapshot()
-        ids, features = featurizer.rows(snapshot, task.question) if not snapshot.done else ([], None)
-        if not ids:
+    while len(actions) < max_expands and not (snapshot := env.snapshot()).done:
+        entry_id = choose(snapshot)
+        if entry_id is None:
             break
-        scores = model.predict_proba(features)[:, 1]
-        best = int(np.argmax(scores))
-        if scores[best] < threshold:
-            break
-        actions.append(format_action(ExpandAction(ids=[ids[best]])))
+        actions.append(format_action(ExpandAction(ids=[entry_id])))
         *_, info = env.step(actions[-1])
     if not env.snapshot().done:
         actions.append(STOP_TEXT)
         *_, info = env.step(STOP_TEXT)
     return actions, info
+
+
+def scorer_walk(
+    env: Any, task: Any, featurizer: Featurizer, model: Any, threshold: float, max_expands: int
+) -> tuple[list[str], Mapping[str, Any]]:
+    """One task's greedy walk by `model`: expand the best-scored entry while its probability clears `threshold`."""
+
+    def best_scored(snapshot: Any) -> str | None:
+        ids, features = featurizer.rows(snapshot, task.question)
+        if not ids:
+            return None
+        scores = model.predict_proba(features)[:, 1]
+        best = int(np.argmax(scores))
+        return ids[best] if scores[best] >= threshold else None
+
+    return greedy_walk(env, task, best_scored, max_expands)
 
 
 def cross_fitted_walks(
@@ -96,18 +108,9 @@ def ranker_walks(env: Any, tasks: Sequence[Any], threshold: float = 0.1, max_exp
     """
     if getattr(env, "ranker", None) is None:
         raise ValueError("Hint walks need an env that ranks its frontier: set env.frontier_ranker=learned.")
-    walks = []
-    for task in tasks:
-        env.reset(options={"task": task})
-        actions: list[str] = []
-        while len(actions) < max_expands and not (snapshot := env.snapshot()).done:
-            first = snapshot.frontier[0] if snapshot.frontier else None
-            if first is None or first.hint is None or first.hint < threshold:
-                break
-            actions.append(format_action(ExpandAction(ids=[first.entry_id])))
-            env.step(actions[-1])
-        if not env.snapshot().done:
-            actions.append(STOP_TEXT)
-            env.step(STOP_TEXT)
-        walks.append(actions)
-    return walks
+
+    def first_if_hinted(snapshot: Any) -> str | None:
+        first = snapshot.frontier[0] if snapshot.frontier else None
+        return first.entry_id if first is not None and first.hint is not None and first.hint >= threshold else None
+
+    return [greedy_walk(env, task, first_if_hinted, max_expands)[0] for task in tasks]
