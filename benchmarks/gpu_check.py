@@ -239,10 +239,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Plan the launch for this machine, run it, and return its exit status (0 with nothing to check)."""
+    """Plan the launch for this machine, run it, and return its exit status (0 with nothing to check); a rank exits."""
     args = parse_args(argv)
-    if args.worker:
-        return worker(args)
+    if args.worker:  # a rank's result is settled: leave before the C++ teardown, where gloo's threads can abort
+        status = worker(args)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
     import torch
 
     plan = plan_launch(torch.cuda.device_count() if torch.cuda.is_available() else 0, args.cpu, args.processes,
@@ -264,9 +267,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
-    if "--worker" in sys.argv:  # a rank's result is settled: skip the C++ teardown, where gloo's threads can abort
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    sys.exit(status)
+    sys.exit(main())

@@ -587,6 +587,6 @@ def test_the_learning_record_names_the_warm_starts_teacher_and_what_its_walks_re
 def test_a_learning_record_over_a_learned_ranker_says_its_heuristic_follows_the_ranker() -> None:
     from memora_rl.experiments.learning.record import RANKED_NOTE, learning_record
 
-    ranked = {**_report(), "config": "c.yaml", "env_overrides": ["env.compact=true", "env.frontier_ranker=learned"]}
+    ranked = {**_report(), "config": "c.yaml", "frontier_ranker": "learned"}
     assert RANKED_NOTE in learning_record(ranked, "ranked").notes
     assert RANKED_NOTE not in learning_record({**_report(), "config": "c.yaml"}, "plain").notes

@@ -279,6 +279,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
         "config": str(args.config),
         "env": config.env,
         "env_overrides": list(config.env_overrides),
+        "frontier_ranker": ctx.env.config.frontier_ranker,
         "split": args.eval_split,
         "tasks": len(tasks),
         "task_ids": report_ids,

@@ -92,7 +92,7 @@ def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     tables += [category_record_table(report), gain_record_table(report), dagger_record_table(report)]
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
     notes += teacher_notes(report)
-    if "env.frontier_ranker=learned" in report.get("env_overrides", []):
+    if report.get("frontier_ranker") == "learned":
         notes.append(RANKED_NOTE)
     trained = [name for name, policy in report["policies"].items() if policy["seeds"]]
     what = f"{', '.join(trained)} over {len(report['seeds'])} seed(s)" if trained else "baselines and oracle"
