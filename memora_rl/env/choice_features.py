@@ -2,11 +2,12 @@
 
 `shown` features use only what the observation shows: the question, the entry's abstraction and the first
 `frontier_value_tokens` tokens of its value, its link kind and its place in the list. `full` features add the
-entry's whole value (its stored vectors and words), which a longer observation would show. Two sets add
+entry's whole value (its stored vectors and words), which a longer observation would show. Three sets add
 columns to `full` (after its question-kind columns): `twohop` what expanding the entry would offer next
 (`TwoHopColumns`), `learned` a relevance model's probability for the question and the entry's whole text
-(`RelevanceColumn`). The label of an entry is whether its source turns hold evidence the working set still
-misses (what the oracle expands).
+(`RelevanceColumn`), `likelihood` a query-likelihood score of the same pair and its distance to the
+frontier's best (`memora_rl.experiments.query_likelihood`). The label of an entry is whether its source
+turns hold evidence the working set still misses (what the oracle expands).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from memora_rl.core.layout import frontier_text
 from memora_rl.core.tokens import TokenMeter
 from memora_rl.data.synthetic import STOPWORDS
 
-FeatureSet = Literal["shown", "full", "twohop", "learned"]
-FEATURE_SETS: tuple[FeatureSet, ...] = ("shown", "full", "twohop", "learned")
+FeatureSet = Literal["shown", "full", "twohop", "learned", "likelihood"]
+FEATURE_SETS: tuple[FeatureSet, ...] = ("shown", "full", "twohop", "learned", "likelihood")
 TWO_HOP_LIMIT = 64
 """Most linked entries of one frontier entry `TwoHopColumns` reads, best first (turn and similar links give fewer)."""
 QUESTION_OPENERS = ("when", "what", "who", "where", "why", "how", "which", "did", "does", "is", "would")
@@ -45,28 +46,28 @@ def entry_text(item: Any) -> str:
 
 
 class Relevance(Protocol):
-    """A relevance model: probabilities, (n,), that each (question, text) pair is relevant."""
+    """A relevance model: a score, (n,), of each (question, text) pair (higher: more relevant)."""
 
     def score(self, questions: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        """Probabilities, (n,) float32, in the pairs' order."""
+        """Scores, (n,) float32, in the pairs' order."""
         ...
 
 
 class Featurizer:
-    """Feature rows of a state's frontier entries, for one feature set (`learned` needs the `relevance` model)."""
+    """Feature rows of a state's frontier entries, for one feature set (`learned`, `likelihood` need `relevance`)."""
 
     def __init__(
         self, env: Any, features: FeatureSet, meter: TokenMeter | None = None, relevance: Relevance | None = None
     ) -> None:
-        if features == "learned" and relevance is None:
-            raise ValueError("The `learned` feature set needs a relevance model (`relevance=`).")
+        if features in ("learned", "likelihood") and relevance is None:
+            raise ValueError(f"The `{features}` feature set needs a relevance model (`relevance=`).")
         self.env, self.features = env, features
         self.meter = meter or TokenMeter(getattr(env, "tokenizer", None))
         self.extra: TwoHopColumns | RelevanceColumn | None = None
         if features == "twohop":
             self.extra = TwoHopColumns(env)
-        elif features == "learned" and relevance is not None:
-            self.extra = RelevanceColumn(relevance)
+        elif relevance is not None and features in ("learned", "likelihood"):
+            self.extra = RelevanceColumn(relevance, relative=features == "likelihood")
 
     def rows(self, snapshot: Any, question: str) -> tuple[list[str], np.ndarray]:
         """The frontier's entry ids and one feature row each (float32, one row per entry, in frontier order)."""
@@ -160,20 +161,25 @@ class TwoHopColumns:
 
 
 class RelevanceColumn:
-    """The relevance model's probability for (question, `entry_text`) of each frontier entry; pairs scored once."""
+    """The relevance model's score for (question, `entry_text`) of each frontier entry; pairs scored once.
 
-    def __init__(self, model: Relevance) -> None:
-        self.model = model
+    With `relative`, a second column: each score minus the frontier's best (a score whose scale varies with
+    the question, as query likelihood's does, then still says which entry of this frontier leads).
+    """
+
+    def __init__(self, model: Relevance, relative: bool = False) -> None:
+        self.model, self.relative = model, relative
         self._seen: dict[tuple[str, str], float] = {}
 
     def columns(self, snapshot: Any, question: str) -> list[np.ndarray]:
-        """One column, (n,), in frontier order."""
+        """One column, (n,), in frontier order (two with `relative`)."""
         texts = [entry_text(item) for item in snapshot.frontier]
         new = [text for text in dict.fromkeys(texts) if (question, text) not in self._seen]
         if new:
             scores = self.model.score([question] * len(new), new)
             self._seen.update(zip(((question, text) for text in new), scores.tolist(), strict=True))
-        return [np.asarray([self._seen[(question, text)] for text in texts], dtype=np.float32)]
+        scores = np.asarray([self._seen[(question, text)] for text in texts], dtype=np.float32)
+        return [scores, scores - scores.max()] if self.relative else [scores]
 
 
 def evidence_labels(env: Any, entry_ids: Sequence[str], missing: set[str]) -> list[bool]:

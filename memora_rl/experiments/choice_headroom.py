@@ -14,7 +14,10 @@ The oracle knows the evidence; a policy only reads the observation. This measure
   frontier, and their count); `learned` add to `full` a cross-encoder's probability for (question, the
   entry's whole text), fine-tuned from the local MiniLM (`--relevance-epochs`). Its column on the training
   states is cross-fitted in two folds by conversation (no row scored by a model that saw its conversation);
-  held-out rows read the two fold models' mean. The scorers table gives its own AUC too.
+  held-out rows read the two fold models' mean. `likelihood` add to `full` the policy's base LLM's query
+  likelihood of the question given the entry's whole text, over that without it
+  (`memora_rl.experiments.query_likelihood`), and its distance to the frontier's best: zero-shot, so
+  nothing is cross-fitted. The scorers table gives each relevance model's own AUC too.
 
 Baseline settings are added until points bracket each walk's tokens (as `memora-rl experiment learning` does), and
 margins are read by dominance against the cheapest measured baseline point with at least the walk's tokens,
@@ -25,6 +28,7 @@ the observation shows, not in the learner.
 
     memora-rl experiment choice-headroom --config configs/grpo/smollm-locomo-choose.yaml
     memora-rl experiment choice-headroom --feature-sets full twohop learned --out runs/choice-learned
+    memora-rl experiment choice-headroom --feature-sets full likelihood --out runs/choice-likelihood
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from memora_rl.experiments.headroom import (
     parse_headroom_args,
     write_outputs,
 )
+from memora_rl.experiments.query_likelihood import QueryLikelihood
 from memora_rl.policy.scorer import scorer_walk
 
 logger = logging.getLogger(__name__)
@@ -75,16 +80,22 @@ def training_states(
     args: argparse.Namespace,
     timing: dict[str, float],
     walked: dict[FeatureSet, WalkStates],
+    likelihood: Any = None,
 ) -> tuple[WalkStates, Any, dict[str, float]]:
-    """The training split's walk states for a feature set; for `learned`, its relevance models' mean and AUC.
+    """The training split's walk states for a feature set; with a relevance model, that model and its AUC.
 
     `learned` rows are `full` rows with the cross-fitted relevance column appended (where `Featurizer` puts
     it), so no training row's column comes from a model that saw the row's conversation (its task where the
-    training tasks come from one conversation). `walked` keeps each set's states, so `full`'s are walked once.
+    training tasks come from one conversation). `likelihood` rows are walked with the zero-shot `likelihood`
+    model's columns. `walked` keeps each set's states, so `full`'s are walked once.
     """
     from memora_rl.experiments.relevance_model import MeanRelevance, out_of_fold_scores
 
     started = time.perf_counter()
+    if features == "likelihood":
+        states = heuristic_walk_states(env, tasks, Featurizer(env, features, relevance=likelihood), args.walk_steps)
+        timing[f"{features}: training states (query likelihood of each pair)"] = time.perf_counter() - started
+        return states, likelihood, {"relevance_auc_out_of_fold": auc(states.labels, states.rows[:, -2])}
     base: FeatureSet = "full" if features == "learned" else features
     if base not in walked:
         walked[base] = heuristic_walk_states(env, tasks, Featurizer(env, base), args.walk_steps)
@@ -121,8 +132,10 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     walks: dict[str, list[dict[str, Any]]] = {}
     timing = {"envs, baselines and stop oracle": time.perf_counter() - started}
     walked: dict[FeatureSet, WalkStates] = {}
+    likelihood = QueryLikelihood(config.model) if "likelihood" in args.feature_sets else None
     for features in args.feature_sets:
-        train, relevance, relevance_auc = training_states(train_env, train_tasks, features, args, timing, walked)
+        train, relevance, relevance_auc = training_states(train_env, train_tasks, features, args, timing, walked,
+                                                          likelihood)  # fmt: skip
         phase = time.perf_counter()
         model = fit_scorer(train.rows, train.labels, args.seed)
         featurizer = Featurizer(walk_env, features, relevance=relevance)
@@ -135,8 +148,9 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
             "auc_position": auc(held.labels, -held.rows[:, 2]),
             "auc_cosine": auc(held.labels, held.rows[:, 0]),
         }
-        if relevance is not None:  # its column is the last
-            scorers[features] |= relevance_auc | {"relevance_auc": auc(held.labels, held.rows[:, -1])}
+        if relevance is not None:  # its score is the last column (`likelihood`: the last but one)
+            column = held.rows[:, -2 if features == "likelihood" else -1]
+            scorers[features] |= relevance_auc | {"relevance_auc": auc(held.labels, column)}
         phase = time.perf_counter()
         for threshold in args.thresholds:
             for cap in args.max_expands:
