@@ -11,11 +11,15 @@ that stop uses the evidence. This measures what a learner of the stop gets from 
 - **stop-scorer walks**: a gradient-boosted classifier of that label walks each held-out task along the
   rule's walk, one id a step (the heuristic with `env.max_ids_per_expand=1`; the baseline names up to three
   ids an expand), and stops at the first state whose probability is under a threshold (`--thresholds`).
+- `--likelihood` adds what an answerer would sense: the policy's base LLM's query likelihood of the question
+  given each working-set entry, over that without it (`memora_rl.experiments.query_likelihood`), best and
+  newest. It is zero-shot, so the training states need no cross-fitting.
 
 Margins against semantic search and the heuristic are read by dominance at no more tokens with a paired 95%
 interval over tasks, baselines bracketed as in `memora-rl experiment learning`.
 
     memora-rl experiment stop-headroom --config configs/grpo/smollm-locomo-choose.yaml
+    memora-rl experiment stop-headroom --likelihood --out runs/stop-likelihood
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any
 import numpy as np
 from rich.progress import track
 
-from memora_rl.env.choice_features import Featurizer, content_words
+from memora_rl.env.choice_features import Featurizer, Relevance, content_words, entry_text
 from memora_rl.env.ranker import fit_scorer
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
@@ -42,6 +46,7 @@ from memora_rl.experiments.headroom import (
     parse_headroom_args,
     write_outputs,
 )
+from memora_rl.experiments.query_likelihood import QueryLikelihood
 from memora_rl.policy.baselines import STOP_TEXT
 
 STOP_SCORER = "stop scorer"
@@ -52,15 +57,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = headroom_parser("memora-rl experiment stop-headroom", __doc__, "runs/stop-headroom")
     parser.add_argument("--max-budget", type=int, default=10, help="Longest walk (expands) a stop scorer plays.")
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.3, 0.2, 0.15, 0.1, 0.07, 0.05])
+    parser.add_argument("--likelihood", action="store_true",
+                        help="Add the working set's query likelihood (best, newest) to a state's row.")  # fmt: skip
     return parse_headroom_args(parser, argv)
 
 
-def state_features(featurizer: Featurizer, snapshot: Any, question: str) -> np.ndarray:
+def state_features(
+    featurizer: Featurizer, snapshot: Any, question: str, likelihood: Relevance | None = None
+) -> np.ndarray:
     """One row of what the observation shows at a state: the question's cover, the frontier's entries, the step.
 
     The frontier's rows (`Featurizer.rows`) enter as the first entry's (the one the rule expands next) and
     their column-wise maximum and mean; the working set as the share of the question's content words it holds
-    and the cosine of its entries' values with the query (best and newest).
+    and the cosine of its entries' values with the query (best and newest), and with `likelihood` its
+    entries' scores for the question (best and newest).
     """
     _, rows = featurizer.rows(snapshot, question)
     query = np.asarray(snapshot.query_vector, dtype=np.float32).ravel()
@@ -70,6 +80,9 @@ def state_features(featurizer: Featurizer, snapshot: Any, question: str) -> np.n
     held = set().union(*(content_words(f"{e.abstraction} {e.value}") for e in snapshot.working))
     working = [len(question_words & held) / max(1, len(question_words)), float(cosines.max()), float(cosines[-1]),
                float(len(ids)), float(len(rows))]  # fmt: skip
+    if likelihood is not None:
+        scores = likelihood.score([question] * len(ids), [entry_text(entry) for entry in snapshot.working])
+        working += [float(scores.max()), float(scores[-1])] if ids else [0.0, 0.0]
     return np.concatenate([rows[0], rows.max(axis=0), rows.mean(axis=0), np.asarray(working, dtype=np.float32)])
 
 
@@ -89,7 +102,9 @@ def later_gain_labels(recalls: Sequence[float]) -> list[bool]:
     return [max(recalls[t + 1 :]) > recalls[t] for t in range(len(recalls) - 1)]
 
 
-def walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer, max_budget: int) -> tuple[Any, Any]:
+def walk_states(
+    env: Any, tasks: Sequence[Any], featurizer: Featurizer, max_budget: int, likelihood: Relevance | None = None
+) -> tuple[Any, Any]:
     """Feature rows and labels ("a later expand finds evidence") of every state of each task's heuristic walk."""
     from memora_rl.core.parse import ExpandAction, format_action
 
@@ -102,7 +117,7 @@ def walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer, max_budg
             snapshot = env.snapshot()
             if snapshot.done or not snapshot.frontier:
                 break
-            walk_rows.append(state_features(featurizer, snapshot, task.question))
+            walk_rows.append(state_features(featurizer, snapshot, task.question, likelihood))
             env.step(format_action(ExpandAction(ids=[snapshot.frontier[0].entry_id])))
             recalls.append(recall_of(env.snapshot(), evidence))
         rows += walk_rows
@@ -110,7 +125,14 @@ def walk_states(env: Any, tasks: Sequence[Any], featurizer: Featurizer, max_budg
     return np.stack(rows), np.asarray(labels)
 
 
-def stop_scorer_walk(env: Any, tasks: Sequence[Any], featurizer: Featurizer, model: Any, threshold: float) -> list:
+def stop_scorer_walk(
+    env: Any,
+    tasks: Sequence[Any],
+    featurizer: Featurizer,
+    model: Any,
+    threshold: float,
+    likelihood: Relevance | None = None,
+) -> list:
     """Judge components of each task's heuristic walk, stopped at the first state scored under `threshold`."""
     from memora_rl.core.parse import ExpandAction, format_action
 
@@ -119,7 +141,7 @@ def stop_scorer_walk(env: Any, tasks: Sequence[Any], featurizer: Featurizer, mod
         env.reset(options={"task": task})
         info: Mapping[str, Any] = {}
         while not (snapshot := env.snapshot()).done and snapshot.frontier:
-            features = state_features(featurizer, snapshot, task.question)[None, :]
+            features = state_features(featurizer, snapshot, task.question, likelihood)[None, :]
             if model.predict_proba(features)[0, 1] < threshold:
                 break
             *_, info = env.step(format_action(ExpandAction(ids=[snapshot.frontier[0].entry_id])))
@@ -143,16 +165,17 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     budget = [f"env.budget={args.max_budget}", f"env.max_steps={args.max_budget + 1}"]
     train_env, train_tasks = make_env(config.env, split="train", overrides=[*overrides, *budget], tokenizer=tokenizer)
     train_tasks = list(train_tasks)[: args.train_tasks] if args.train_tasks else list(train_tasks)
-    rows, labels = walk_states(train_env, train_tasks, Featurizer(train_env, "shown"), args.max_budget)
+    likelihood = QueryLikelihood(config.model) if args.likelihood else None
+    rows, labels = walk_states(train_env, train_tasks, Featurizer(train_env, "shown"), args.max_budget, likelihood)
     model = fit_scorer(rows, labels, args.seed)
     (walk_env,) = ctx.envs(budget)
     featurizer = Featurizer(walk_env, "shown")
-    held_rows, held_labels = walk_states(walk_env, ctx.tasks, featurizer, args.max_budget)
+    held_rows, held_labels = walk_states(walk_env, ctx.tasks, featurizer, args.max_budget, likelihood)
     scorer = {"train_states": len(labels), "positive_share": float(labels.mean()),
               "auc": auc(held_labels, model.predict_proba(held_rows)[:, 1])}  # fmt: skip
     walks = []
     for threshold in track(args.thresholds, description="stop-scorer walks", transient=True):
-        components = stop_scorer_walk(walk_env, ctx.tasks, featurizer, model, threshold)
+        components = stop_scorer_walk(walk_env, ctx.tasks, featurizer, model, threshold, likelihood)
         walks.append(point_from(ctx, f"p>={threshold:g}", threshold, components))
     policies = {f"{STOP_ORACLE} {p['setting']}": p for p in oracle}
     policies |= {f"{STOP_SCORER} {p['setting']}": p for p in walks}

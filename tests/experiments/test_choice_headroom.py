@@ -82,6 +82,18 @@ def test_the_learned_column_is_the_relevance_models_score_of_each_entrys_whole_t
         Featurizer(env, "learned")
 
 
+def test_the_likelihood_columns_are_the_score_and_its_distance_to_the_frontiers_best(env_at_reset) -> None:
+    env, task = env_at_reset
+    snapshot = env.snapshot()
+    full = Featurizer(env, "full").rows(snapshot, task.question)[1]
+    rows = Featurizer(env, "likelihood", relevance=TextLength()).rows(snapshot, task.question)[1]
+    assert rows.shape[1] == full.shape[1] + 2 and np.array_equal(rows[:, :-2], full)
+    whole = np.asarray([len(entry_text(item)) for item in snapshot.frontier], dtype=np.float32)
+    assert np.array_equal(rows[:, -2], whole) and np.array_equal(rows[:, -1], whole - whole.max())
+    with pytest.raises(ValueError, match="`likelihood` feature set needs a relevance model"):
+        Featurizer(env, "likelihood")
+
+
 def test_two_hop_columns_are_what_expanding_each_entry_adds_to_the_frontier() -> None:
     """With turn and anchor links (a union over the working set's entries) and the whole frontier shown, the
     entries an expand of E newly adds to the frontier are exactly E's two-hop entries; cosines as the env ranks."""

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.env.choice_features import Featurizer
 from memora_rl.experiments import stop_headroom
 
@@ -55,6 +56,26 @@ def test_states_are_labelled_by_whether_a_later_expand_gains(walk_env) -> None:
     rows, labels = stop_headroom.walk_states(env, tasks, Featurizer(env, "shown"), max_budget=2)
     assert rows.shape[0] == labels.shape[0] > 0 and np.isfinite(rows).all()
     assert labels.dtype == bool
+
+
+class TextLength:
+    """A stand-in relevance model: each text's length, so the columns show which entries they were read from."""
+
+    def score(self, questions, texts) -> np.ndarray:
+        return np.asarray([len(text) for text in texts], dtype=np.float32)
+
+
+def test_the_likelihood_columns_are_the_working_sets_best_and_newest_scores(walk_env) -> None:
+    from memora_rl.env.choice_features import entry_text
+
+    env, tasks = walk_env
+    env.reset(options={"task": tasks[0]})
+    env.step(format_action(ExpandAction(ids=[env.snapshot().frontier[0].entry_id])))
+    snapshot, featurizer = env.snapshot(), Featurizer(env, "shown")
+    plain = stop_headroom.state_features(featurizer, snapshot, tasks[0].question)
+    row = stop_headroom.state_features(featurizer, snapshot, tasks[0].question, TextLength())
+    lengths = [len(entry_text(entry)) for entry in snapshot.working]
+    assert np.array_equal(row[:-2], plain) and row[-2:].tolist() == [max(lengths), lengths[-1]]
 
 
 def test_the_test_split_needs_final(capsys) -> None:
