@@ -6,7 +6,7 @@ entry's whole value (its stored vectors and words), which a longer observation w
 columns to `full` (after its question-kind columns): `twohop` what expanding the entry would offer next
 (`TwoHopColumns`), `learned` a relevance model's probability for the question and the entry's whole text
 (`RelevanceColumn`), `likelihood` a query-likelihood score of the same pair and its distance to the
-frontier's best (`memora_rl.experiments.query_likelihood`). The label of an entry is whether its source
+frontier's best (`memora_rl.env.query_likelihood`). The label of an entry is whether its source
 turns hold evidence the working set still misses (what the oracle expands).
 """
 

@@ -73,6 +73,10 @@ class EnvConfig(StrictModel):
     """What orders the frontier: `query` (the `frontier_score` to the current query) or `learned` (a
     gradient-boosted scorer of "holds missing evidence", cross-fitted on the training split's heuristic walks,
     `memora_rl.env.ranker`): its probability orders the `frontier_limit` items and is shown on each line."""
+    ranker_features: Literal["shown", "likelihood"] = "shown"
+    """What the `learned` ranker reads of each entry: `shown` (the observation's text, `choice_features`) or
+    `likelihood` (also the entry's whole value and the query likelihood of the question given it, read by
+    SmolLM2-135M, `memora_rl.env.query_likelihood`: one forward pass per new (question, entry) pair, cached)."""
     similar_threshold: float = Field(default=0.85, ge=-1.0, le=1.0)
     """Cosine (unitless, -1..1) at or above which two abstractions are similar (`frontier_links` with `similar`)."""
     episode_channel: bool = False

@@ -22,6 +22,8 @@ PASSAGE = "Passage: "
 ASK = "\nPlease write a question based on this passage.\nQuestion:"
 MAX_PASSAGE_TOKENS = 128
 """Longest text the prompt shows, in the model's tokens (longer texts are cut)."""
+RANKER_MODEL = "smollm2-135m-instruct"
+"""The model whose query likelihood a learned ranker reads (`env.ranker_features: likelihood`)."""
 
 
 class QueryLikelihood:
@@ -93,3 +95,13 @@ def default_cache() -> EmbeddingCache:
     from memora_rl.paths import cache_dir
 
     return EmbeddingCache(cache_dir("query_likelihood") / "scores.sqlite")
+
+
+def shared_likelihood(model_name: str = RANKER_MODEL) -> QueryLikelihood:
+    """One `QueryLikelihood` of `model_name` per process (a ranker scores every new frontier with it)."""
+    if model_name not in _SHARED:
+        _SHARED[model_name] = QueryLikelihood(model_name)
+    return _SHARED[model_name]
+
+
+_SHARED: dict[str, QueryLikelihood] = {}

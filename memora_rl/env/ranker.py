@@ -1,12 +1,13 @@
 """A learned frontier ranker: a gradient-boosted scorer of "holds missing evidence", fit on the training split.
 
 `env.frontier_ranker: learned` orders each frontier by this scorer's probability and shows it on every line,
-so a policy reads a learned estimate beside the text. The scorer reads only what the observation shows (the
-`shown` features of `memora_rl.env.choice_features`) and learns from the frontier entries of the heuristic's
-walks of the training tasks, labelled by the evidence. It is cross-fitted: a training conversation is scored
-by the model fit on the other fold's conversations, every other conversation by the model fit on all of them,
-so training observations are no better ranked than held-out ones. A fit is cached under
-`memora_home()/cache/rankers/` by everything it depends on.
+so a policy reads a learned estimate beside the text. The scorer reads what the observation shows (the
+`shown` features of `memora_rl.env.choice_features`), or with `env.ranker_features: likelihood` also each
+entry's whole value and the base LLM's query likelihood of the question given it, and learns from the
+frontier entries of the heuristic's walks of the training tasks, labelled by the evidence. It is
+cross-fitted: a training conversation is scored by the model fit on the other fold's conversations, every
+other conversation by the model fit on all of them, so training observations are no better ranked than
+held-out ones. A fit is cached under `memora_home()/cache/rankers/` by everything it depends on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from filelock import FileLock
 from rich.progress import track
 
 from memora_rl.core.tokens import TokenMeter
-from memora_rl.env.choice_features import Featurizer, entry_text, evidence_labels
+from memora_rl.env.choice_features import FeatureSet, Featurizer, entry_text, evidence_labels
 from memora_rl.paths import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class LearnedRanker:
     fold_models: tuple[Any, Any]
     whole_model: Any
     fold_of: dict[str, int]
+    features: FeatureSet = "shown"
 
     def model_for(self, conversation_id: str) -> Any:
         """The model that never saw `conversation_id`'s labels."""
@@ -110,7 +112,7 @@ class LearnedRanker:
 
     def scores(self, env: Any, snapshot: Any, question: str) -> np.ndarray:
         """Probabilities, (n,), that each frontier entry of `snapshot` holds missing evidence, in frontier order."""
-        ids, rows = Featurizer(env, "shown", meter=TokenMeter()).rows(snapshot, question)
+        ids, rows = ranker_featurizer(env, self.features).rows(snapshot, question)
         if not ids:
             return np.zeros(0, dtype=np.float32)
         return self.model_for(env.graph_id).predict_proba(rows)[:, 1].astype(np.float32)
@@ -118,6 +120,8 @@ class LearnedRanker:
 
 def fit_ranker(env: Any, tasks: Sequence[Any], seed: int = 0) -> LearnedRanker:
     """Fit the cross-fitted ranker on the heuristic walks of `tasks` (`env` must rank by the query).
+
+    It reads the features `env.config.ranker_features` names.
 
     Raises:
         ValueError: fewer than two conversations, or a fold without an evidence entry to learn.
@@ -129,7 +133,8 @@ def fit_ranker(env: Any, tasks: Sequence[Any], seed: int = 0) -> LearnedRanker:
             f"{len(conversations)}. Use env.frontier_ranker=query or an env with more training conversations."
         )
     fold_of = dict(zip(conversations, two_folds(conversations, seed), strict=True))
-    states = heuristic_walk_states(env, tasks, Featurizer(env, "shown", meter=TokenMeter()), RANKER_WALK_STEPS)
+    features = env.config.ranker_features
+    states = heuristic_walk_states(env, tasks, ranker_featurizer(env, features), RANKER_WALK_STEPS)
     row_folds = np.asarray([fold_of[conversation] for conversation in states.conversations])
     models = []
     for fold in (0, 1):
@@ -138,7 +143,16 @@ def fit_ranker(env: Any, tasks: Sequence[Any], seed: int = 0) -> LearnedRanker:
             raise ValueError(f"Fold {fold} of the ranker's conversations holds no evidence entry to learn.")
         models.append(fit_scorer(rows, labels, seed))
     logger.info("Fitted the frontier ranker on %d entries of %d tasks", len(states.labels), len(tasks))
-    return LearnedRanker((models[0], models[1]), fit_scorer(states.rows, states.labels, seed), fold_of)
+    return LearnedRanker((models[0], models[1]), fit_scorer(states.rows, states.labels, seed), fold_of, features)
+
+
+def ranker_featurizer(env: Any, features: FeatureSet) -> Featurizer:
+    """The features a ranker reads (`likelihood`: with the process's shared query-likelihood model)."""
+    if features == "likelihood":
+        from memora_rl.env.query_likelihood import shared_likelihood
+
+        return Featurizer(env, features, meter=TokenMeter(), relevance=shared_likelihood())
+    return Featurizer(env, features, meter=TokenMeter())
 
 
 def ranker_cache_path(graph_path: Path, settings: str, tasks: Sequence[Any], seed: int = 0) -> Path:

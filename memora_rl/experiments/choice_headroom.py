@@ -16,7 +16,7 @@ The oracle knows the evidence; a policy only reads the observation. This measure
   states is cross-fitted in two folds by conversation (no row scored by a model that saw its conversation);
   held-out rows read the two fold models' mean. `likelihood` add to `full` the policy's base LLM's query
   likelihood of the question given the entry's whole text, over that without it
-  (`memora_rl.experiments.query_likelihood`), and its distance to the frontier's best: zero-shot, so
+  (`memora_rl.env.query_likelihood`), and its distance to the frontier's best: zero-shot, so
   nothing is cross-fitted. The scorers table gives each relevance model's own AUC too.
 
 Baseline settings are added until points bracket each walk's tokens (as `memora-rl experiment learning` does), and
@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from memora_rl.env.choice_features import FEATURE_SETS, FeatureSet, Featurizer
+from memora_rl.env.query_likelihood import QueryLikelihood
 from memora_rl.env.ranker import WalkStates, fit_scorer, heuristic_walk_states
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
@@ -55,7 +56,6 @@ from memora_rl.experiments.headroom import (
     parse_headroom_args,
     write_outputs,
 )
-from memora_rl.experiments.query_likelihood import QueryLikelihood
 from memora_rl.policy.scorer import scorer_walk
 
 logger = logging.getLogger(__name__)

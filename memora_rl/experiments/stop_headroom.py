@@ -12,7 +12,7 @@ that stop uses the evidence. This measures what a learner of the stop gets from 
   rule's walk, one id a step (the heuristic with `env.max_ids_per_expand=1`; the baseline names up to three
   ids an expand), and stops at the first state whose probability is under a threshold (`--thresholds`).
 - `--likelihood` adds what an answerer would sense: the policy's base LLM's query likelihood of the question
-  given each working-set entry, over that without it (`memora_rl.experiments.query_likelihood`), best and
+  given each working-set entry, over that without it (`memora_rl.env.query_likelihood`), best and
   newest. It is zero-shot, so the training states need no cross-fitting.
 
 Margins against semantic search and the heuristic are read by dominance at no more tokens with a paired 95%
@@ -35,6 +35,7 @@ import numpy as np
 from rich.progress import track
 
 from memora_rl.env.choice_features import Featurizer, Relevance, content_words, entry_text
+from memora_rl.env.query_likelihood import QueryLikelihood
 from memora_rl.env.ranker import fit_scorer
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
@@ -46,7 +47,6 @@ from memora_rl.experiments.headroom import (
     parse_headroom_args,
     write_outputs,
 )
-from memora_rl.experiments.query_likelihood import QueryLikelihood
 from memora_rl.policy.baselines import STOP_TEXT
 
 STOP_SCORER = "stop scorer"

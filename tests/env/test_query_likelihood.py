@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memora_rl.embedding.caches import EmbeddingCache
-from memora_rl.experiments.query_likelihood import QueryLikelihood
+from memora_rl.env.query_likelihood import QueryLikelihood
 from tests.conftest import TINY_MODEL
 
 QUESTIONS = ["What did Sam plant in the garden?", "Where did Ana go sailing?"]

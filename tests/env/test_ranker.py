@@ -91,3 +91,31 @@ def test_a_learned_ranker_needs_two_training_conversations_and_a_ranker(monkeypa
         make_env("synthetic", overrides=["env.frontier_ranker=learned", "data.options.conversations=1"])
     with pytest.raises(ConfigError, match="needs a fitted ranker"):
         RetrievalEnv(":memory:", EnvConfig(frontier_ranker="learned"))
+
+
+class TextLength:
+    """A stand-in query-likelihood model: each text's length (the real one is tested in test_query_likelihood)."""
+
+    def score(self, questions, texts) -> np.ndarray:
+        return np.asarray([len(text) for text in texts], dtype=np.float32)
+
+
+def test_a_likelihood_ranker_reads_the_whole_value_and_the_likelihood_columns(monkeypatch) -> None:
+    from memora_rl.core.tokens import TokenMeter
+    from memora_rl.env import query_likelihood
+    from memora_rl.env.choice_features import Featurizer
+    from memora_rl.env.registry import make_env
+
+    monkeypatch.setattr(query_likelihood, "shared_likelihood", lambda *_: TextLength())
+    env, tasks = make_env("synthetic-hard", split="train", overrides=[*HARD, "env.ranker_features=likelihood"])
+    with env:
+        ranker = ranker_module.fit_ranker(env, tasks)
+        env.reset(options={"task": tasks[0]})
+        snapshot = env.snapshot()
+        _, full = Featurizer(env, "full", meter=TokenMeter()).rows(snapshot, tasks[0].question)
+        assert ranker.features == "likelihood" and ranker.whole_model.n_features_in_ == full.shape[1] + 2
+        scores = ranker.scores(env, snapshot, tasks[0].question)
+        assert scores.shape == (len(snapshot.frontier),) and ((scores >= 0) & (scores <= 1)).all()
+    old = LearnedRanker.__new__(LearnedRanker)  # as a ranker pickled before the field existed unpickles
+    old.__dict__.update(fold_models=(None, None), whole_model=None, fold_of={})
+    assert old.features == "shown"
