@@ -424,6 +424,18 @@ def test_learning_experiment_skip_train_smoke(tmp_path):
     print(f"experiment learning --skip-train smoke: {elapsed:.0f} s")
 
 
+def test_skip_oracle_leaves_the_oracle_out(tmp_path):
+    out = tmp_path / "learning"
+    subprocess.run(
+        [str(Path(sys.executable).with_name("memora-rl")), "experiment", "learning", "--config",
+         "configs/grpo/tiny.yaml", "--skip-train", "--no-llm", "--skip-oracle", "--eval-tasks", "3",
+         "--semantic-k", "1", "3", "--heuristic-budgets", "2", "6", "--bracket-rounds", "0", "--out", str(out)],
+        check=True, capture_output=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    report = json.loads((out / "learning.json").read_text())
+    assert set(report["policies"]) == {SEMANTIC, HEURISTIC} and ORACLE not in report["margins"]
+
+
 def test_a_stopped_evaluation_keeps_the_episodes_it_played(tmp_path: Path, scripted_eval: ScriptedEval) -> None:
     """Episodes are cached by task as they finish: a run stopped in GRPO's evaluation replays only GRPO's unplayed
     tasks, and a fully cached run starts no generator."""

@@ -254,7 +254,8 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     per_policy[SEMANTIC] = [(None, ctx.metrics(play_baseline(ctx, SEMANTIC)))]
     per_policy[HEURISTIC] = [(None, ctx.metrics(play_baseline(ctx, HEURISTIC)))]
     ws = config.warm_start
-    per_policy[ORACLE] = [(None, ctx.metrics(play_oracle(ctx, ws.beam_width, ws.max_refines)))]
+    if not args.skip_oracle:
+        per_policy[ORACLE] = [(None, ctx.metrics(play_oracle(ctx, ws.beam_width, ws.max_refines)))]
     if not (args.no_llm or args.skip_base):
         per_policy[BASE] = [(None, evaluate_base(ctx, config, max_new_tokens, args.runs_dir))]
 

@@ -70,6 +70,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--skip-base", action="store_true", help="Leave out the prompted base (its few-shot chats are the slowest)."
     )
     parser.add_argument(
+        "--skip-oracle",
+        action="store_true",
+        help="Leave out the oracle (its beam search ranks every state it visits: hours with a likelihood ranker).",
+    )
+    parser.add_argument(
         "--eval-split",
         default="validation",
         choices=["validation", "test", "train"],
