@@ -80,7 +80,7 @@ def training_states(
     args: argparse.Namespace,
     timing: dict[str, float],
     walked: dict[FeatureSet, WalkStates],
-    likelihood: Any = None,
+    likelihood: QueryLikelihood | None = None,
 ) -> tuple[WalkStates, Any, dict[str, float]]:
     """The training split's walk states for a feature set; with a relevance model, that model and its AUC.
 
