@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -37,6 +38,7 @@ class QueryLikelihood:
         self.model = load_causal_lm(model_name).eval()
         self.cache = cache or default_cache()
         self.tag = f"query-likelihood|{model_name}|{PASSAGE}{{text:{MAX_PASSAGE_TOKENS}}}{ASK}"
+        self._read: dict[str, float] = {}  # pairs this process has scored or read: a ranker asks again each step
 
     def score(self, questions: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         """Scores, (n,) float32, in the pairs' order: log p(question | text) - log p(question | no text), per token."""
@@ -47,9 +49,10 @@ class QueryLikelihood:
     def log_likelihoods(self, questions: Sequence[str], texts: Sequence[str]) -> np.ndarray:
         """Mean log-probability per question token after the prompt showing each text; cached, distinct pairs once."""
         keys = [text_key(f"{question}\x00{text}") for question, text in zip(questions, texts, strict=True)]
-        found = {key: float(vector[0]) for key, vector in self.cache.get_many(self.tag, keys).items()}
+        unread = [key for key in dict.fromkeys(keys) if key not in self._read]
+        self._read |= {key: float(vector[0]) for key, vector in self.cache.get_many(self.tag, unread).items()}
         pairs = zip(keys, questions, texts, strict=True)
-        missing = {key: (question, text) for key, question, text in pairs if key not in found}
+        missing = {key: (question, text) for key, question, text in pairs if key not in self._read}
         if missing:
             logger.debug("query likelihood of %d new pairs", len(missing))
             new_keys = list(missing)
@@ -60,8 +63,8 @@ class QueryLikelihood:
                 values = self._forward([encoded[i] for i in chunk])
                 scored = dict(zip((new_keys[i] for i in chunk), values, strict=True))
                 self.cache.put_many(self.tag, {key: np.asarray([value]) for key, value in scored.items()})
-                found |= scored
-        return np.asarray([found[key] for key in keys], dtype=np.float64)
+                self._read |= scored
+        return np.asarray([self._read[key] for key in keys], dtype=np.float64)
 
     def _encode(self, question: str, text: str) -> tuple[list[int], int]:
         """The prompt's and question's token ids, and how many of them are the question's."""
@@ -97,11 +100,7 @@ def default_cache() -> EmbeddingCache:
     return EmbeddingCache(cache_dir("query_likelihood") / "scores.sqlite")
 
 
+@cache
 def shared_likelihood(model_name: str = RANKER_MODEL) -> QueryLikelihood:
     """One `QueryLikelihood` of `model_name` per process (a ranker scores every new frontier with it)."""
-    if model_name not in _SHARED:
-        _SHARED[model_name] = QueryLikelihood(model_name)
-    return _SHARED[model_name]
-
-
-_SHARED: dict[str, QueryLikelihood] = {}
+    return QueryLikelihood(model_name)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from memora_rl.env.choice_features import FEATURE_SETS, FeatureSet, Featurizer
-from memora_rl.env.query_likelihood import QueryLikelihood
+from memora_rl.env.query_likelihood import QueryLikelihood, shared_likelihood
 from memora_rl.env.ranker import WalkStates, fit_scorer, heuristic_walk_states
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
@@ -132,7 +132,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     walks: dict[str, list[dict[str, Any]]] = {}
     timing = {"envs, baselines and stop oracle": time.perf_counter() - started}
     walked: dict[FeatureSet, WalkStates] = {}
-    likelihood = QueryLikelihood(config.model) if "likelihood" in args.feature_sets else None
+    likelihood = shared_likelihood(config.model) if "likelihood" in args.feature_sets else None
     for features in args.feature_sets:
         train, relevance, relevance_auc = training_states(train_env, train_tasks, features, args, timing, walked,
                                                           likelihood)  # fmt: skip

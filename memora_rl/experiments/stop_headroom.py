@@ -35,7 +35,7 @@ import numpy as np
 from rich.progress import track
 
 from memora_rl.env.choice_features import Featurizer, Relevance, content_words, entry_text
-from memora_rl.env.query_likelihood import QueryLikelihood
+from memora_rl.env.query_likelihood import shared_likelihood
 from memora_rl.env.ranker import fit_scorer
 from memora_rl.experiments.headroom import (
     STOP_ORACLE,
@@ -165,7 +165,7 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     budget = [f"env.budget={args.max_budget}", f"env.max_steps={args.max_budget + 1}"]
     train_env, train_tasks = make_env(config.env, split="train", overrides=[*overrides, *budget], tokenizer=tokenizer)
     train_tasks = list(train_tasks)[: args.train_tasks] if args.train_tasks else list(train_tasks)
-    likelihood = QueryLikelihood(config.model) if args.likelihood else None
+    likelihood = shared_likelihood(config.model) if args.likelihood else None
     rows, labels = walk_states(train_env, train_tasks, Featurizer(train_env, "shown"), args.max_budget, likelihood)
     model = fit_scorer(rows, labels, args.seed)
     (walk_env,) = ctx.envs(budget)

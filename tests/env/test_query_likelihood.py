@@ -33,6 +33,7 @@ def test_scores_are_read_back_from_the_cache_without_the_model(likelihood, tmp_p
     first = likelihood.score(QUESTIONS, ANSWERS)
     again = QueryLikelihood.__new__(QueryLikelihood)  # a second process: same cache, no forward pass allowed
     again.__dict__ |= likelihood.__dict__
+    again._read = {}  # nothing in memory: every score comes from the SQLite file
 
     def no_forward(batch):
         raise AssertionError(f"{len(batch)} pairs recomputed")

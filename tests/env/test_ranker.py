@@ -10,6 +10,7 @@ import pytest
 from memora_rl.env import ranker as ranker_module
 from memora_rl.env.ranker import LearnedRanker
 from memora_rl.errors import ConfigError
+from tests.relevance_stand_in import TextLength
 
 HARD = ["env.compact=true", "env.frontier_value_tokens=12"]
 HINT = re.compile(r" \((\d+)%\)$")
@@ -91,13 +92,6 @@ def test_a_learned_ranker_needs_two_training_conversations_and_a_ranker(monkeypa
         make_env("synthetic", overrides=["env.frontier_ranker=learned", "data.options.conversations=1"])
     with pytest.raises(ConfigError, match="needs a fitted ranker"):
         RetrievalEnv(":memory:", EnvConfig(frontier_ranker="learned"))
-
-
-class TextLength:
-    """A stand-in query-likelihood model: each text's length (the real one is tested in test_query_likelihood)."""
-
-    def score(self, questions, texts) -> np.ndarray:
-        return np.asarray([len(text) for text in texts], dtype=np.float32)
 
 
 def test_a_likelihood_ranker_reads_the_whole_value_and_the_likelihood_columns(monkeypatch) -> None:

@@ -12,6 +12,7 @@ from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.env.choice_features import Featurizer, entry_text, evidence_labels
 from memora_rl.experiments import choice_headroom
 from memora_rl.experiments.headroom import stop_oracle
+from tests.relevance_stand_in import TextLength
 
 HARD_RECIPE = "configs/grpo/smollm-synthetic-hard.yaml"  # the env as the policy reads it, no ranker
 
@@ -61,13 +62,6 @@ def test_shown_features_read_only_the_shown_text_and_full_features_the_whole_val
     assert full.shape[1] == shown_columns + 4
     twohop = Featurizer(env, "twohop").rows(snapshot, task.question)[1]
     assert twohop.shape[1] == full.shape[1] + 3 and np.array_equal(twohop[:, : full.shape[1]], full)
-
-
-class TextLength:
-    """A stand-in relevance model: the length of each pair's text, so the column shows what it was given."""
-
-    def score(self, questions, texts) -> np.ndarray:
-        return np.asarray([len(text) for text in texts], dtype=np.float32)
 
 
 def test_the_learned_column_is_the_relevance_models_score_of_each_entrys_whole_text(env_at_reset) -> None:

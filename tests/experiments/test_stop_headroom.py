@@ -10,6 +10,7 @@ import pytest
 from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.env.choice_features import Featurizer
 from memora_rl.experiments import stop_headroom
+from tests.relevance_stand_in import TextLength
 
 HARD_RECIPE = "configs/grpo/smollm-synthetic-hard.yaml"  # the env as the policy reads it, no ranker
 
@@ -56,13 +57,6 @@ def test_states_are_labelled_by_whether_a_later_expand_gains(walk_env) -> None:
     rows, labels = stop_headroom.walk_states(env, tasks, Featurizer(env, "shown"), max_budget=2)
     assert rows.shape[0] == labels.shape[0] > 0 and np.isfinite(rows).all()
     assert labels.dtype == bool
-
-
-class TextLength:
-    """A stand-in relevance model: each text's length, so the columns show which entries they were read from."""
-
-    def score(self, questions, texts) -> np.ndarray:
-        return np.asarray([len(text) for text in texts], dtype=np.float32)
 
 
 def test_the_likelihood_columns_are_the_working_sets_best_and_newest_scores(walk_env) -> None:
