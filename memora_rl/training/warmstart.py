@@ -17,8 +17,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import fmean
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from memora_rl.policy.baselines import STOP_TEXT, CostModel, HeuristicPolicy
 from memora_rl.training.config import WarmStartSettings
@@ -29,6 +28,13 @@ logger = logging.getLogger(__name__)
 
 DONE_FILE = "warmstart.json"
 """Written last into the merged model folder: its presence means the warm start finished."""
+
+
+class RuleWalk(NamedTuple):
+    """A rule's walk of one task (the scorer's or the ranker's): its actions, as the oracle's walks hold them."""
+
+    task_id: str
+    actions: list[str]
 
 
 class ScriptedGenerator:
@@ -202,7 +208,7 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
                                              pool=split_tasks)  # fmt: skip
             else:
                 actions = ranker_walks(env, tasks, threshold=threshold, max_expands=most)
-            walks = [SimpleNamespace(task_id=t.id, actions=a) for t, a in zip(tasks, actions, strict=True)]
+            walks = [RuleWalk(t.id, a) for t, a in zip(tasks, actions, strict=True)]
         by_task = {task.id: task for task in tasks}
         episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
     logger.info("warm start: %d %s episodes of %d tasks", len(episodes), settings.teacher, len(tasks))

@@ -24,7 +24,7 @@ import memora_rl.experiments.learning.report as learning_report
 import memora_rl.experiments.learning.runs as learning_runs
 from memora_rl.experiments.learning.margins import dominance_rows
 from memora_rl.experiments.learning.options import parse_args
-from memora_rl.experiments.learning.report import BASE, GRPO, HEURISTIC, ORACLE, SEMANTIC, WARM
+from memora_rl.experiments.learning.report import BASE, GRPO, HEURISTIC, ORACLE, SEMANTIC, TEACHER, WARM
 from tests.adapter_fixtures import make_random_adapter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -434,6 +434,40 @@ def test_skip_oracle_leaves_the_oracle_out(tmp_path):
     )  # fmt: skip
     report = json.loads((out / "learning.json").read_text())
     assert set(report["policies"]) == {SEMANTIC, HEURISTIC} and ORACLE not in report["margins"]
+
+
+def test_a_ranker_teacher_recipe_plays_the_rule_its_warm_start_imitates(tmp_path: Path) -> None:
+    """`warm_start.teacher: ranker`: the teacher row is the ranker's walks, judged as the env judges them."""
+    from memora_rl.config import load_config
+    from memora_rl.env.registry import make_env
+    from memora_rl.policy.scorer import ranker_walks
+    from memora_rl.training.config import TrainConfig
+
+    recipe = "configs/grpo/smollm-synthetic-hard-ranker.yaml"
+    out = tmp_path / "learning"
+    subprocess.run(
+        [str(Path(sys.executable).with_name("memora-rl")), "experiment", "learning", "--config", recipe,
+         "--skip-train", "--no-llm", "--skip-oracle", "--eval-tasks", "12", "--semantic-k", "1", "3",
+         "--heuristic-budgets", "1", "2", "--bracket-rounds", "0", "--out", str(out)],
+        check=True, capture_output=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    report = json.loads((out / "learning.json").read_text())
+    assert set(report["policies"]) == {SEMANTIC, HEURISTIC, TEACHER} and TEACHER in report["margins"]
+    teacher = report["policies"][TEACHER]["mean"]
+
+    config = load_config(TrainConfig, REPO / recipe, [])
+    env, tasks = make_env(config.env, split="validation", overrides=config.env_overrides)
+    with env:
+        tasks = list(tasks)[:12]
+        walks = ranker_walks(env, tasks, config.warm_start.scorer_threshold, config.warm_start.scorer_max_expands)
+        recalls = []
+        for task, actions in zip(tasks, walks, strict=True):
+            env.reset(options={"task": task})
+            for action in actions:
+                *_, info = env.step(action)
+            recalls.append(info["reward_components"]["evidence_recall"])
+    assert teacher["evidence_recall"] == pytest.approx(sum(recalls) / len(recalls))
+    assert teacher["mix_refine"] == 0.0 and teacher["valid_action_rate"] == 1.0
 
 
 def test_a_stopped_evaluation_keeps_the_episodes_it_played(tmp_path: Path, scripted_eval: ScriptedEval) -> None:

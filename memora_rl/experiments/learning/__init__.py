@@ -12,7 +12,9 @@ invalid / forced actions among all actions):
 - `warm start`: the merged warm-start model of each seed's run, no adapter (when `warm_start.enabled`);
 - `GRPO`: the GRPO base (warm start, or the base model) + the trained adapter;
 - `semantic` (stop at once), `heuristic` (expand the best frontier ids), `oracle` (beam search over
-  the env with the gold evidence; `memora_rl.env.oracle`): seed-independent, computed once.
+  the env with the gold evidence; `memora_rl.env.oracle`): seed-independent, computed once;
+- `ranker teacher` (with `warm_start.teacher: ranker`): the rule the warm start imitates, expand the first
+  entry while its shown probability clears `scorer_threshold`; the gap to it is what imitation lost.
 
 LLM policies decode greedily (T=0) through `EpisodePlayer` with `max_turns` = the env's `max_steps`
 (eval's horizon) and a completion limit no episode reaches; greedy decoding of the base model does

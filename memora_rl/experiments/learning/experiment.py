@@ -20,7 +20,14 @@ from memora_rl.experiments.learning.margins import (
     dominating_point,
 )
 from memora_rl.experiments.learning.options import parse_args
-from memora_rl.experiments.learning.play import EvalContext, play_baseline, play_llm, play_oracle, policy_generators
+from memora_rl.experiments.learning.play import (
+    EvalContext,
+    play_baseline,
+    play_llm,
+    play_oracle,
+    play_ranker_teacher,
+    policy_generators,
+)
 from memora_rl.experiments.learning.record import learning_record
 from memora_rl.experiments.learning.report import (
     BASE,
@@ -28,6 +35,7 @@ from memora_rl.experiments.learning.report import (
     HEURISTIC,
     ORACLE,
     SEMANTIC,
+    TEACHER,
     WARM,
     command_line,
     grpo_gain,
@@ -254,6 +262,9 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
     per_policy[SEMANTIC] = [(None, ctx.metrics(play_baseline(ctx, SEMANTIC)))]
     per_policy[HEURISTIC] = [(None, ctx.metrics(play_baseline(ctx, HEURISTIC)))]
     ws = config.warm_start
+    if ws.enabled and ws.teacher == "ranker":
+        teacher = play_ranker_teacher(ctx, ws.scorer_threshold, ws.scorer_max_expands)
+        per_policy[TEACHER] = [(None, ctx.metrics(teacher))]
     if not args.skip_oracle:
         per_policy[ORACLE] = [(None, ctx.metrics(play_oracle(ctx, ws.beam_width, ws.max_refines)))]
     if not (args.no_llm or args.skip_base):
@@ -268,11 +279,11 @@ def build_report(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any
                 training.append(training_summary(trained))
                 for name, metrics in evaluate_run(ctx, trained, max_new_tokens, args.skip_grpo, first_run).items():
                     per_policy.setdefault(name, []).append((seed, metrics))
-    order = [BASE, WARM, GRPO, SEMANTIC, HEURISTIC, ORACLE]
+    order = [BASE, WARM, GRPO, SEMANTIC, HEURISTIC, TEACHER, ORACLE]
     policies = {name: summarize_policy(per_policy[name]) for name in order if name in per_policy}
     curves = baseline_curves(ctx, args.semantic_k, args.heuristic_budgets)
-    llm_tokens = [policies[name]["mean"]["context_tokens"] for name in (BASE, WARM, GRPO) if name in policies]
-    bracket_curves(ctx, curves, llm_tokens, args.bracket_rounds)
+    learned = [name for name in (BASE, WARM, GRPO, TEACHER) if name in policies]  # the baselines bracket these
+    bracket_curves(ctx, curves, [policies[name]["mean"]["context_tokens"] for name in learned], args.bracket_rounds)
     report_ids = ctx.task_ids
     report: dict[str, Any] = {
         "command": command_line(argv),

@@ -108,6 +108,24 @@ def play_oracle(ctx: EvalContext, beam_width: int, max_refines: int) -> list[dic
     return [episode.reward_components for episode in episodes]
 
 
+def play_ranker_teacher(ctx: EvalContext, threshold: float, max_expands: int) -> list[dict[str, float]]:
+    """Judge components of the ranker teacher's walks played through `EpisodePlayer` (as the warm start plays them).
+
+    The walks are `ranker_walks`, the rule a `teacher: ranker` warm start imitates: the policy's gap to it on
+    held-out tasks is what imitation lost.
+    """
+    from memora_rl.policy.scorer import ranker_walks
+    from memora_rl.training.rollout import RolloutSettings
+    from memora_rl.training.warmstart import RuleWalk, oracle_episodes
+
+    (env,) = ctx.envs()
+    settings = RolloutSettings(ctx.max_turns, 512, completion_limit(ctx, 512))
+    walks = ranker_walks(env, ctx.tasks, threshold, max_expands)
+    scripted = [RuleWalk(task.id, actions) for task, actions in zip(ctx.tasks, walks, strict=True)]
+    episodes = oracle_episodes(env, ctx.tasks, ctx.tokenizer, settings, scripted)
+    return [episode.reward_components for episode in episodes]
+
+
 def completion_limit(ctx: EvalContext, max_new_tokens: int) -> int:
     """A completion token limit no episode reaches: every turn's action plus a full observation."""
     return max(ctx.max_turns, ctx.llm_turns) * (max_new_tokens + ctx.env.config.max_prompt_tokens + 32)

@@ -28,6 +28,8 @@ METRICS = ("evidence_recall", "recall_gain", "context_tokens", "steps", "valid_a
 """Per-policy means reported in the tables (plus `initial_recall`, `total` and the action mix)."""
 BASE, WARM, GRPO = "prompted base", "warm start", "GRPO"
 SEMANTIC, HEURISTIC, ORACLE = "semantic", "heuristic", "oracle"
+TEACHER = "ranker teacher"
+"""The rule a `warm_start.teacher: ranker` warm start imitates, played on the held-out tasks."""
 
 
 def action_mix(components: Sequence[Mapping[str, float]]) -> dict[str, float]:
