@@ -7,7 +7,8 @@ observation shows, so its walks are a teacher a policy can imitate: `cross_fitte
 with a scorer fit on the other half of the conversations, as it would walk a conversation it never saw.
 `memora-rl experiment choice-headroom` measures its walks; the warm start may imitate them
 (`warm_start.teacher: scorer`). Where the env shows a learned ranker's scores (`env.frontier_ranker:
-learned`), `ranker_walks` follow the shown number instead (`warm_start.teacher: ranker`).
+learned`), `ranker_walks` follow the shown number instead (`warm_start.teacher: ranker`), and `RankerTeacher`
+labels any state with that rule's next action (DAgger's labeller for the ranker teacher).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import numpy as np
 
 from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.env.choice_features import FeatureSet, Featurizer
+from memora_rl.env.oracle import OracleWalk
 from memora_rl.env.ranker import fit_scorer, heuristic_walk_states, two_folds
+from memora_rl.judge.graders import turn_recall
 from memora_rl.policy.baselines import STOP_TEXT
 
 
@@ -32,6 +35,13 @@ def greedy_walk(
     is not an action of it).
     """
     _obs, info = env.reset(options={"task": task})
+    return walk_on(env, choose, max_expands, info)
+
+
+def walk_on(
+    env: Any, choose: Callable[[Any], str | None], max_expands: int, info: Mapping[str, Any]
+) -> tuple[list[str], Mapping[str, Any]]:
+    """`greedy_walk` from the env's current state (whose info is `info`): at most `max_expands` more expands."""
     actions: list[str] = []
     while len(actions) < max_expands and not (snapshot := env.snapshot()).done:
         entry_id = choose(snapshot)
@@ -100,17 +110,59 @@ def cross_fitted_walks(
     return [walks[task.id] for task in tasks]
 
 
+def first_if_hinted(threshold: float) -> Callable[[Any], str | None]:
+    """The ranker teacher's choice: the frontier's first entry when its shown hint clears `threshold`, else none."""
+
+    def choose(snapshot: Any) -> str | None:
+        first = snapshot.frontier[0] if snapshot.frontier else None
+        return first.entry_id if first is not None and first.hint is not None and first.hint >= threshold else None
+
+    return choose
+
+
 def ranker_walks(env: Any, tasks: Sequence[Any], threshold: float = 0.1, max_expands: int = 2) -> list[list[str]]:
     """Each task's walk by the env's learned ranker: expand the first entry while its shown hint clears `threshold`.
 
     At most `max_expands` expands, then a stop. The env's ranker is cross-fitted, so these walks are
     `cross_fitted_walks` read off the observation itself: a policy imitating them needs only what it is shown.
     """
+    require_ranker(env)
+    return [greedy_walk(env, task, first_if_hinted(threshold), max_expands)[0] for task in tasks]
+
+
+def require_ranker(env: Any) -> None:
+    """Raise unless `env` shows a learned ranker's hints (what the ranker teacher reads)."""
     if getattr(env, "ranker", None) is None:
         raise ValueError("Hint walks need an env that ranks its frontier: set env.frontier_ranker=learned.")
 
-    def first_if_hinted(snapshot: Any) -> str | None:
-        first = snapshot.frontier[0] if snapshot.frontier else None
-        return first.entry_id if first is not None and first.hint is not None and first.hint >= threshold else None
 
-    return [greedy_walk(env, task, first_if_hinted, max_expands)[0] for task in tasks]
+class RankerTeacher:
+    """The ranker teacher as a DAgger labeller: from any state, the rest of the walk `ranker_walks` would play.
+
+    The expands the state's episode already made count against `max_expands`, so a label never lets a walk
+    expand more than the teacher's own walks do. `walk_from` answers as `Oracle.walk_from` does.
+    """
+
+    def __init__(self, env: Any, threshold: float, max_expands: int) -> None:
+        require_ranker(env)
+        self.env, self.threshold, self.max_expands = env, threshold, max_expands
+
+    def walk_from(self, task: Any, start: Any) -> OracleWalk:
+        """The teacher's walk of `task` from the snapshot `start` (of any env over the same store and config)."""
+        env = self.env
+        _obs, info = env.reset(options={"task": task})
+        env.restore(start)
+        if start.done:
+            raise ValueError(f"The state of task {task.id!r} ends its episode; there is no next action to choose.")
+        expanded = sum(record.kind == "expand" for record in start.actions)
+        actions, _info = walk_on(env, first_if_hinted(self.threshold), max(0, self.max_expands - expanded), info)
+        end = env.snapshot()
+        return OracleWalk(
+            task_id=task.id,
+            category=task.category,
+            initial_recall=turn_recall(task.evidence, start.turn_ids),
+            recall=turn_recall(task.evidence, end.turn_ids),
+            actions=actions,
+            cost=start.budget_left - end.budget_left,
+            refines=0,
+        )

@@ -164,16 +164,18 @@ class WarmStartSettings(StrictModel):
     so it walks each task as a learner of the observation would. Its walks expand the best-scored entry
     while it clears `scorer_threshold`, at most `scorer_max_expands` times, then stop (issue 51: a teacher
     the policy can follow). `ranker` walks the same way by the scores the env shows (`env.frontier_ranker:
-    learned`, `memora_rl.policy.scorer.ranker_walks`). DAgger's labels come from the oracle either way."""
+    learned`, `memora_rl.policy.scorer.ranker_walks`). DAgger's labels come from the ranker teacher where it
+    teaches (`RankerTeacher`), else from the oracle."""
     scorer_threshold: float = Field(0.1, gt=0.0, lt=1.0)
     """The scorer or ranker teacher's least probability of "holds missing evidence" worth an expand."""
     scorer_max_expands: int = Field(2, ge=1)
     """The scorer or ranker teacher's most expands per walk."""
     dagger_rounds: int = Field(0, ge=0)
     """DAgger rounds before the final fit (issue 51): round k plays the model fit on the rows so far on the
-    warm-start tasks, the oracle labels each state it visited with its best next action, and those rows join
+    warm-start tasks, the oracle (or the ranker teacher, where it teaches) labels each state it visited with
+    its next action, and those rows join
     the set; each round's model is measured on the validation split (`<run>/warmstart/dagger/round-<k>`).
-    0: imitate the oracle's own walks only."""
+    0: imitate the teacher's own walks only."""
 
 
 class TrainConfig(StrictModel):

@@ -1,11 +1,12 @@
 """DAgger rounds: supervision where the policy goes (issue 51, item 4).
 
-The warm start imitates the oracle's own walks, so the policy never sees a state its own
+The warm start imitates a teacher's own walks, so the policy never sees a state its own
 mistakes lead to. A DAgger round plays the current policy (greedily, through the same
 `EpisodePlayer` a GRPO rollout uses), replays each of its episodes in the env (which is
 deterministic for a task and an action sequence), and before every action the policy took asks
-the oracle for the best next action from that state: the first action of a beam search started
-there (`Oracle.walk_from`), not at reset. Each (state, label) pair becomes a supervised chat row
+a labeller for the next action from that state: the oracle's (the first action of a beam search
+started there, `Oracle.walk_from`, not at reset) or, where the warm start imitates the ranker
+teacher, that rule's (`RankerTeacher.walk_from`). Each (state, label) pair becomes a supervised chat row
 in the warm start's token-exact format: the policy's prefix, then the label as the one target
 turn (loss on the label's tokens only). Rounds aggregate the rows, retrain, and measure the new
 policy on validation (`validate`).
@@ -20,11 +21,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, Protocol
 
 from memora_rl.core.parse import ActionParseError, format_action, parse_action
 from memora_rl.data.records import Task
-from memora_rl.env.oracle import STOP_TEXT, Oracle
+from memora_rl.env.oracle import STOP_TEXT, Oracle, OracleWalk
+from memora_rl.env.snapshot import EnvSnapshot
 from memora_rl.training.generation import Generator, VLLMGenerator
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings
 from memora_rl.training.warmstart import (
@@ -45,9 +47,17 @@ PolicyServer = Callable[[Any, Path, Any], contextlib.AbstractContextManager[Gene
 logger = logging.getLogger(__name__)
 
 
+class Labeller(Protocol):
+    """Labels a state with the walk on from it: `Oracle` (its beam search) or `RankerTeacher` (its rule)."""
+
+    def walk_from(self, task: Task, start: EnvSnapshot) -> OracleWalk:
+        """The labeller's walk of `task` from the state `start`: its first action is the label."""
+        ...
+
+
 @dataclass(frozen=True)
 class LabelledState:
-    """A state the policy visited and the oracle's best next action from it."""
+    """A state the policy visited and the labeller's next action from it."""
 
     task: Task
     prefix: tuple[str, ...]
@@ -55,11 +65,11 @@ class LabelledState:
     policy_action: str
     """What the policy did at the state."""
     label: str
-    """The oracle's best next action there (canonical JSON text)."""
+    """The labeller's next action there (canonical JSON text)."""
     recall: float
     """Evidence recall of the state's working set."""
     label_recall: float
-    """Evidence recall the oracle's walk from the state reaches."""
+    """Evidence recall the labeller's walk from the state reaches."""
 
     @property
     def agrees(self) -> bool:
@@ -83,10 +93,10 @@ class DaggerRound:
     rows: list[dict[str, list[int]]] = field(default_factory=list)
 
     def summary(self) -> dict[str, float]:
-        """Round metrics: the policy's mean judge components (`policy/...`) and how far it is from the oracle.
+        """Round metrics: the policy's mean judge components (`policy/...`) and how far it is from its labeller.
 
-        `agreement` is the share of visited states where the policy took the oracle's action,
-        `stop_labels` the share labelled stop, `oracle_gain` the mean recall the oracle's walk
+        `agreement` is the share of visited states where the policy took the label,
+        `stop_labels` the share labelled stop, `oracle_gain` the mean recall the labeller's walk
         adds from a visited state.
         """
         states = self.labelled
@@ -114,16 +124,18 @@ def canonical_action(text: str) -> str | None:
     return None if isinstance(parsed, ActionParseError) else format_action(parsed)
 
 
-def label_visited_states(env: Any, oracle: Oracle, task: Task, policy_actions: Sequence[str]) -> list[LabelledState]:
-    """Replay the policy's actions from reset and label the state before each with the oracle's best action.
+def label_visited_states(
+    env: Any, labeller: Labeller, task: Task, policy_actions: Sequence[str]
+) -> list[LabelledState]:
+    """Replay the policy's actions from reset and label the state before each with the labeller's next action.
 
     The last action is not played (no state after it is labelled), so a turn the rollout cut
     and never stepped is labelled like any other. The replay stops early where the env ends.
 
     Args:
-        env: A `RetrievalEnv` over the graph of `task` (it may be `oracle.env`: its state is
-            restored after each search).
-        oracle: The labeller.
+        env: A `RetrievalEnv` over the graph of `task` (it may be the labeller's env: its state is
+            restored after each label).
+        labeller: The oracle, or the ranker teacher (`dagger_labeller`).
         task: The episode's task.
         policy_actions: The policy's turns as decoded texts (`Episode.actions`).
 
@@ -134,7 +146,7 @@ def label_visited_states(env: Any, oracle: Oracle, task: Task, policy_actions: S
     labelled = []
     for index, action in enumerate(policy_actions):
         snapshot = env.snapshot()
-        walk = oracle.walk_from(task, snapshot)
+        walk = labeller.walk_from(task, snapshot)
         prefix = tuple(policy_actions[:index])
         labelled.append(LabelledState(task, prefix, action, walk.actions[0], walk.initial_recall, walk.recall))
         if index == len(policy_actions) - 1:
@@ -202,7 +214,7 @@ def play_policy(
 
 def run_round(
     env: Any,
-    oracle: Oracle,
+    labeller: Labeller,
     tasks: Sequence[Task],
     tokenizer: Any,
     generator: Generator,
@@ -214,18 +226,18 @@ def run_round(
 
     Args:
         env: The `RetrievalEnv` to play, label and replay in.
-        oracle: The labeller (best over its own env, e.g. `Oracle(env.sibling())`).
+        labeller: Labels each visited state, over its own env (e.g. `Oracle(env.sibling())`).
         tasks: The tasks to play.
         tokenizer: The policy's tokenizer (chat template and ids).
         generator: The current policy (any object with `generate(prompts, max_new_tokens, temperature)`).
         settings: Turn and token limits of an episode.
         temperature: Sampling temperature of the policy (0: greedy).
-        rows_from_reset: Build rows for the reset states too; False where the oracle's own walks of the
+        rows_from_reset: Build rows for the reset states too; False where the teacher's own walks of the
             same tasks are already in the set (their first turn is the reset state's label).
     """
     episodes = play_policy(env, tasks, tokenizer, generator, settings, temperature)
     labelled = [
-        state for episode in episodes for state in label_visited_states(env, oracle, episode.task, episode.actions)
+        state for episode in episodes for state in label_visited_states(env, labeller, episode.task, episode.actions)
     ]
     rows = dagger_rows(env, tokenizer, settings, [state for state in labelled if rows_from_reset or state.prefix])
     result = DaggerRound(episodes, labelled, rows)
@@ -240,9 +252,9 @@ def rollout_settings(config: Any) -> RolloutSettings:
 
 
 def dagger_round(config: Any, generator: Generator, tokenizer: Any, tasks: Sequence[Task] | None = None) -> DaggerRound:
-    """One DAgger round of a `TrainConfig`'s env and split (oracle settings from `warm_start`).
+    """One DAgger round of a `TrainConfig`'s env and split (labeller and its settings from `warm_start`).
 
-    The warm start's oracle walks of these tasks already label their reset states, so only the states
+    The warm start's teacher walks of these tasks already label their reset states, so only the states
     after the policy's first action become rows.
 
     Args:
@@ -257,8 +269,21 @@ def dagger_round(config: Any, generator: Generator, tokenizer: Any, tasks: Seque
     env, split_tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
     with env:
         chosen = list(tasks) if tasks is not None else warm_start_tasks(split_tasks, settings.max_tasks, config.seed)
-        oracle = Oracle(env.sibling(), beam_width=settings.beam_width, max_refines=settings.max_refines)
-        return run_round(env, oracle, chosen, tokenizer, generator, rollout_settings(config), rows_from_reset=False)
+        labeller = dagger_labeller(env.sibling(), settings)
+        return run_round(env, labeller, chosen, tokenizer, generator, rollout_settings(config), rows_from_reset=False)
+
+
+def dagger_labeller(env: Any, settings: Any) -> Labeller:
+    """Who labels a round's states: the ranker teacher where it teaches, else the oracle.
+
+    The ranker teacher is the rule the warm start imitates and walks on from any state, so its rows and the
+    warm start's agree (and a likelihood ranker makes the oracle's beam search hours long).
+    """
+    if settings.teacher == "ranker":
+        from memora_rl.policy.scorer import RankerTeacher
+
+        return RankerTeacher(env, settings.scorer_threshold, settings.scorer_max_expands)
+    return Oracle(env, beam_width=settings.beam_width, max_refines=settings.max_refines)
 
 
 def validate(
@@ -311,17 +336,17 @@ def dagger_folder(run_dir: Path) -> Path:
 
 
 def aggregate_rounds(
-    config: Any, tokenizer: Any, oracle_rows: Rows, device: str, serve: PolicyServer = served_policy
+    config: Any, tokenizer: Any, teacher_rows: Rows, device: str, serve: PolicyServer = served_policy
 ) -> tuple[Rows, list[dict[str, Any]]]:
     """Run `warm_start.dagger_rounds` rounds and return every row they aggregate, with each round's measures.
 
-    Round k trains a fresh LoRA on the rows so far (round 0: the oracle's walks alone, the plain warm
+    Round k trains a fresh LoRA on the rows so far (round 0: the teacher's walks alone, the plain warm
     start), plays that model greedily on the warm-start tasks, labels every state it visited with
-    the oracle's best next action and adds those rows; its model is also measured on the validation
+    the labeller's next action (`dagger_labeller`) and adds those rows; its model is also measured on the validation
     split (`validate`), so each round's effect is read where choices are made. The caller trains
     the final model on the returned rows. A finished round is read back from its `round.json`.
     """
-    rows, rounds = list(oracle_rows), []
+    rows, rounds = list(teacher_rows), []
     for index in range(config.warm_start.dagger_rounds):
         folder = dagger_folder(config.output_dir) / f"round-{index}"
         record_path = folder / ROUND_FILE

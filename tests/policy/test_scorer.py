@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from memora_rl.core.parse import ExpandAction, format_action
 from memora_rl.env.choice_features import Featurizer
 from memora_rl.policy import scorer
 from memora_rl.policy.baselines import STOP_TEXT
@@ -111,3 +112,42 @@ def test_ranker_walks_expand_the_first_entry_while_its_shown_hint_clears_the_thr
     plain, plain_tasks = make_env("synthetic-hard", split="validation", overrides=HARD)
     with plain, pytest.raises(ValueError, match="frontier_ranker=learned"):
         scorer.ranker_walks(plain, plain_tasks[:1])
+
+
+def test_the_ranker_teacher_labels_a_state_with_the_rest_of_its_own_walk() -> None:
+    """From reset its walk is `ranker_walks`'; after a policy's off-rule expand it walks on by the rule with the
+    expands left; once the policy spent them the label is stop (DAgger's labeller for the ranker teacher)."""
+    from memora_rl.env.registry import make_env
+
+    env, tasks = make_env("synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned"])
+    with env:
+        labeller = scorer.RankerTeacher(env.sibling(), threshold=0.05, max_expands=2)
+        tasks = tasks[:12]
+        for task, walk in zip(tasks, scorer.ranker_walks(env, tasks, threshold=0.05, max_expands=2), strict=True):
+            env.reset(options={"task": task})
+            assert labeller.walk_from(task, env.snapshot()).actions == walk
+        task = next(t for t in tasks if env.reset(options={"task": t}) and len(env.snapshot().frontier) > 2)
+        last = env.snapshot().frontier[-1].entry_id  # the rule would expand the first, not the last
+        env.step(format_action(ExpandAction(ids=[last])))
+        state = env.snapshot()
+        walk = labeller.walk_from(task, state)
+        first = state.frontier[0]
+        rest = [format_action(ExpandAction(ids=[first.entry_id]))] if first.hint >= 0.05 else []
+        assert walk.actions[: len(rest) + 1] == [*rest, STOP_TEXT] and len(walk.actions) == len(rest) + 1
+        assert walk.initial_recall <= walk.recall and walk.refines == 0
+        env.step(format_action(ExpandAction(ids=[state.frontier[0].entry_id])))
+        eager = scorer.RankerTeacher(env.sibling(), threshold=1e-9, max_expands=2)  # it would expand any entry ...
+        assert eager.walk_from(task, env.snapshot()).actions == [STOP_TEXT]  # ... but two expands are made
+
+
+def test_dagger_labels_with_the_ranker_teacher_where_it_teaches_else_the_oracle() -> None:
+    from memora_rl.env.oracle import Oracle
+    from memora_rl.env.registry import make_env
+    from memora_rl.training.config import WarmStartSettings
+    from memora_rl.training.dagger import dagger_labeller
+
+    env, _tasks = make_env("synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned"])
+    with env:
+        ranker = dagger_labeller(env, WarmStartSettings(teacher="ranker", scorer_threshold=0.2, scorer_max_expands=3))
+        assert isinstance(ranker, scorer.RankerTeacher) and (ranker.threshold, ranker.max_expands) == (0.2, 3)
+        assert isinstance(dagger_labeller(env, WarmStartSettings(teacher="oracle")), Oracle)

@@ -73,7 +73,7 @@ def dagger_record_table(report: Mapping[str, Any]) -> ResultTable | None:
             ])  # fmt: skip
     if not rows:
         return None
-    columns = ["seed", "round", "rows trained on", "agrees with oracle", "stop labels", "validation recall"]
+    columns = ["seed", "round", "rows trained on", "agrees with label", "stop labels", "validation recall"]
     columns += ["context tokens", "valid"]
     title = "DAgger rounds: each round's model, played on the warm-start tasks and on validation (before the final fit)"
     return ResultTable(title=title, columns=columns, rows=rows)
