@@ -134,6 +134,7 @@ def _write_split(config: TrainConfig, task_ids: list[str]) -> None:
             f"The tasks of env={config.env!r} split={config.split!r} differ from the ones in {path}; "
             "resume with the same env, env_overrides, split and max_tasks."
         )
+    barrier()  # every process has compared the saved split before the main one rewrites it
     if is_main_process():
         path.write_text(json.dumps(split, indent=1))
 
