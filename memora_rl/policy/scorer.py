@@ -149,13 +149,13 @@ class RankerTeacher:
 
     def walk_from(self, task: Any, start: Any) -> OracleWalk:
         """The teacher's walk of `task` from the snapshot `start` (of any env over the same store and config)."""
-        env = self.env
-        _obs, info = env.reset(options={"task": task})
-        env.restore(start)
         if start.done:
             raise ValueError(f"The state of task {task.id!r} ends its episode; there is no next action to choose.")
+        env = self.env
+        env.reset(options={"task": task})
+        env.restore(start)
         expanded = sum(record.kind == "expand" for record in start.actions)
-        actions, _info = walk_on(env, first_if_hinted(self.threshold), max(0, self.max_expands - expanded), info)
+        actions, _info = walk_on(env, first_if_hinted(self.threshold), max(0, self.max_expands - expanded), {})
         end = env.snapshot()
         return OracleWalk(
             task_id=task.id,

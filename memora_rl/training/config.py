@@ -173,8 +173,8 @@ class WarmStartSettings(StrictModel):
     dagger_rounds: int = Field(0, ge=0)
     """DAgger rounds before the final fit (issue 51): round k plays the model fit on the rows so far on the
     warm-start tasks, the oracle (or the ranker teacher, where it teaches) labels each state it visited with
-    its next action, and those rows join
-    the set; each round's model is measured on the validation split (`<run>/warmstart/dagger/round-<k>`).
+    its next action, and those rows join the set; each round's model is measured on the validation split
+    (`<run>/warmstart/dagger/round-<k>`).
     0: imitate the teacher's own walks only."""
 
 
