@@ -98,14 +98,10 @@ def play_baseline(ctx: EvalContext, name: str, overrides: Sequence[str] = ()) ->
 def play_oracle(ctx: EvalContext, beam_width: int, max_refines: int) -> list[dict[str, float]]:
     """Judge components of the oracle's walks played through `EpisodePlayer` (as the warm start plays them)."""
     from memora_rl.env.oracle import Oracle
-    from memora_rl.training.rollout import RolloutSettings
-    from memora_rl.training.warmstart import oracle_episodes
 
     (env,) = ctx.envs()
-    settings = RolloutSettings(ctx.max_turns, 512, completion_limit(ctx, 512))
     oracle = Oracle(env, beam_width, max_refines)
-    episodes = oracle_episodes(env, ctx.tasks, ctx.tokenizer, settings, [oracle.walk(task) for task in ctx.tasks])
-    return [episode.reward_components for episode in episodes]
+    return play_walks(ctx, env, [oracle.walk(task) for task in ctx.tasks])
 
 
 def play_ranker_teacher(ctx: EvalContext, threshold: float, max_expands: int) -> list[dict[str, float]]:
@@ -115,14 +111,20 @@ def play_ranker_teacher(ctx: EvalContext, threshold: float, max_expands: int) ->
     held-out tasks is what imitation lost.
     """
     from memora_rl.policy.scorer import ranker_walks
-    from memora_rl.training.rollout import RolloutSettings
-    from memora_rl.training.warmstart import RuleWalk, oracle_episodes
+    from memora_rl.training.warmstart import RuleWalk
 
     (env,) = ctx.envs()
-    settings = RolloutSettings(ctx.max_turns, 512, completion_limit(ctx, 512))
     walks = ranker_walks(env, ctx.tasks, threshold, max_expands)
-    scripted = [RuleWalk(task.id, actions) for task, actions in zip(ctx.tasks, walks, strict=True)]
-    episodes = oracle_episodes(env, ctx.tasks, ctx.tokenizer, settings, scripted)
+    return play_walks(ctx, env, [RuleWalk(task.id, actions) for task, actions in zip(ctx.tasks, walks, strict=True)])
+
+
+def play_walks(ctx: EvalContext, env: Any, walks: Sequence[Any]) -> list[dict[str, float]]:
+    """Judge components of scripted walks (one per held-out task, in order) played through `EpisodePlayer`."""
+    from memora_rl.training.rollout import RolloutSettings
+    from memora_rl.training.warmstart import oracle_episodes
+
+    settings = RolloutSettings(ctx.max_turns, 512, completion_limit(ctx, 512))
+    episodes = oracle_episodes(env, ctx.tasks, ctx.tokenizer, settings, walks)
     return [episode.reward_components for episode in episodes]
 
 
