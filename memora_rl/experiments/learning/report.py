@@ -14,6 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from memora_rl.evaluation.plots import plot_policies_on_curves
+from memora_rl.experiments.learning.imitation import (
+    EXPANDS_PREFIX,
+    IMITATION_COLUMNS,
+    imitation_cells,
+    imitation_rows,
+    imitation_title,
+)
 from memora_rl.experiments.learning.margins import (
     CATEGORY_PREFIX,
     CATEGORY_TOKENS_PREFIX,
@@ -50,7 +57,8 @@ def policy_metrics(
 
     `categories` holds each episode's task category; with it, `recall/<category>` and `tokens/<category>` are
     that category's mean recall and context tokens. `task_ids` holds each episode's task id; with it,
-    `task/<id>` is that task's recall (what a paired interval over tasks reads).
+    `task/<id>` is that task's recall (what a paired interval over tasks reads) and `expands/<id>` its expand
+    count (what the imitation table pairs with the teacher's).
 
     Raises:
         ValueError: no episode, or `categories` / `task_ids` of another length than `components`.
@@ -69,6 +77,7 @@ def policy_metrics(
         metrics[f"{CATEGORY_TOKENS_PREFIX}{category}"] = statistics.fmean(float(c["context_tokens"]) for c in rows)
     for task_id, component in zip(task_ids, components, strict=False):
         metrics[f"{TASK_PREFIX}{task_id}"] = float(component["evidence_recall"])
+        metrics[f"{EXPANDS_PREFIX}{task_id}"] = float(component.get("actions_expand", 0.0))
     metrics["episodes"] = float(len(components))
     return metrics
 
@@ -220,6 +229,16 @@ def gain_table(gain: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def imitation_table(report: Mapping[str, Any]) -> list[str]:
+    """The policies' walk lengths against the ranker teacher's, per task (nothing without that row)."""
+    cells = imitation_cells(imitation_rows(report, TEACHER))
+    if not cells:
+        return []
+    lines = ["", f"{imitation_title(TEACHER)}:", "", "| " + " | ".join(IMITATION_COLUMNS) + " |"]
+    lines.append("|" + "---|" * len(IMITATION_COLUMNS))
+    return lines + ["| " + " | ".join(row) + " |" for row in cells]
+
+
 def curve_table(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     """Markdown lines: every measured baseline point, against semantic's cheapest point with at least its tokens."""
     lines = ["", "Baseline curves (each point - semantic's cheapest point with at least its tokens):", ""]
@@ -267,6 +286,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     lines += category_margin_table(report["margins"], curve_names)
     if report.get("grpo_gain"):
         lines += gain_table(report["grpo_gain"])
+    lines += imitation_table(report)
     lines += curve_table(report["curves"])
     if report.get("timings"):
         lines += ["", "LLM evaluation time (wall):", ""]
@@ -310,7 +330,11 @@ def summarize_policy(per_seed: Sequence[tuple[int | None, dict[str, float]]]) ->
         "seeds": seeds,
         "per_seed": [{"seed": seed, **metrics} for seed, metrics in per_seed],
         "mean": {name: value["mean"] for name, value in aggregated.items()},
-        "std": {name: value["std"] for name, value in aggregated.items() if not name.startswith(TASK_PREFIX)}
+        "std": {
+            name: value["std"]
+            for name, value in aggregated.items()
+            if not name.startswith((TASK_PREFIX, EXPANDS_PREFIX))
+        }
         if seeds
         else None,
     }
