@@ -77,6 +77,10 @@ class EnvConfig(StrictModel):
     """What the `learned` ranker reads of each entry: `shown` (the observation's text, `choice_features`) or
     `likelihood` (also the entry's whole value and the query likelihood of the question given it, read by
     SmolLM2-135M, `memora_rl.env.query_likelihood`: one forward pass per new (question, entry) pair, cached)."""
+    hint_scale: float = Field(default=1.0, gt=0.0)
+    """A factor on the `learned` ranker's probabilities as shown (capped at 1; the order is the ranker's): the
+    ranker teacher walks further above 1 and stops sooner below it. 1 but in a warm start's walks at several
+    scales (`warm_start.hint_scales`), where how far a walk goes follows the shown number, not the turn."""
     similar_threshold: float = Field(default=0.85, ge=-1.0, le=1.0)
     """Cosine (unitless, -1..1) at or above which two abstractions are similar (`frontier_links` with `similar`)."""
     episode_channel: bool = False

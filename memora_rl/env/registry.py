@@ -200,7 +200,7 @@ def learned_ranker(
 
     train = split_tasks(spec, corpus, "train")
     plain = RetrievalEnv(store, spec.env.model_copy(update={"frontier_ranker": "query"}), train, embedder=embedder)
-    settings = f"{plain.config.model_dump_json()}|{spec.store.model_dump_json()}"
+    settings = f"{plain.config.model_dump_json(exclude={'hint_scale'})}|{spec.store.model_dump_json()}"
     try:
         return load_or_fit_ranker(plain, train, path, settings)
     except ValueError as error:

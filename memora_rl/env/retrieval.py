@@ -268,7 +268,7 @@ class RetrievalEnv(gym.Env[str, str]):
     def _rank_frontier(self) -> None:
         """Order a new frontier by the ranker's scores and show them (no ranker or no frontier: no-op)."""
         if self.ranker is not None and self._working.frontier:
-            self._working.rank(self.ranker.scores(self, self.snapshot(), self.task.question))
+            self._working.rank(self.ranker.scores(self, self.snapshot(), self.task.question), self.config.hint_scale)
 
     def _check_running(self, method: str, text: object) -> None:
         """Refuse a step outside a running episode, or a policy text that is not a string."""

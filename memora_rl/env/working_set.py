@@ -103,13 +103,15 @@ class WorkingSet:
             frontier_view(item, entries.get(item.entry_id)) for item in items if item.entry_id not in self.ids
         ]
 
-    def rank(self, scores: Sequence[float]) -> None:
-        """Order the frontier by `scores` (one per item), best first, each item showing its score as its hint.
+    def rank(self, scores: Sequence[float], scale: float = 1.0) -> None:
+        """Order the frontier by `scores` (one per item), best first; each shows its score times `scale` as its hint.
 
-        The sort is stable: items of equal score keep the query's order.
+        Hints are capped at 1. The sort is stable: items of equal score keep the query's order.
         """
         order = sorted(range(len(self.frontier)), key=lambda i: -float(scores[i]))
-        self.frontier = [self.frontier[i].model_copy(update={"hint": float(scores[i])}) for i in order]
+        self.frontier = [
+            self.frontier[i].model_copy(update={"hint": min(1.0, scale * float(scores[i]))}) for i in order
+        ]
 
     def _frontier_items(self, ids: list[str]) -> list[FrontierItem]:
         """`store.frontier` of the working set; link, score and order options are passed only when not the defaults."""

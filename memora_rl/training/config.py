@@ -170,12 +170,28 @@ class WarmStartSettings(StrictModel):
     """The scorer or ranker teacher's least probability of "holds missing evidence" worth an expand."""
     scorer_max_expands: int = Field(2, ge=1)
     """The scorer or ranker teacher's most expands per walk."""
+    hint_scales: list[float] = Field(default_factory=lambda: [1.0], min_length=1)
+    """The ranker teacher walks each warm-start task once per factor here, in an env showing its probabilities
+    times that factor (`env.hint_scale`), so how far a walk goes follows the number shown rather than the turn
+    (a policy imitating one walk a task learned the turn, docs/learning.md). [1.0]: the plain walks."""
     dagger_rounds: int = Field(0, ge=0)
     """DAgger rounds before the final fit (issue 51): round k plays the model fit on the rows so far on the
     warm-start tasks, the oracle (or the ranker teacher, where it teaches) labels each state it visited with
     its next action, and those rows join the set; each round's model is measured on the validation split
     (`<run>/warmstart/dagger/round-<k>`).
     0: imitate the teacher's own walks only."""
+
+    @model_validator(mode="after")
+    def _check_hint_scales(self) -> WarmStartSettings:
+        """Refuse hint scales a teacher would not read: only the ranker teacher walks by the shown numbers."""
+        if any(scale <= 0 for scale in self.hint_scales):
+            raise ValueError(f"warm_start.hint_scales={self.hint_scales} must all be above 0, e.g. [0.5, 1.0, 2.0].")
+        if self.hint_scales != [1.0] and self.teacher != "ranker":
+            raise ValueError(
+                f"warm_start.hint_scales={self.hint_scales} needs warm_start.teacher=ranker (the {self.teacher} "
+                "does not read the shown numbers); drop hint_scales or set the teacher."
+            )
+        return self
 
 
 class TrainConfig(StrictModel):

@@ -188,13 +188,24 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
 
     The tasks are at most `max_tasks` (default `warm_start.max_tasks`) of the split, drawn with the run's
     seed. The oracle's bare stops are limited or replaced by the heuristic's walk (`max_stop_share`,
-    `stop_fallback_budget`); the scorer's walks are kept as they are.
+    `stop_fallback_budget`); the scorer's walks are kept as they are. The ranker teacher walks every task once
+    per `warm_start.hint_scales` factor.
     """
+    settings = config.warm_start
+    scales = settings.hint_scales if settings.teacher == "ranker" else [1.0]
+    episodes = [episode for scale in scales for episode in teacher_episodes(config, tokenizer, max_tasks, scale)]
+    logger.info("warm start: %d %s episodes (hint scales %s)", len(episodes), settings.teacher, scales)
+    return episodes
+
+
+def teacher_episodes(config: Any, tokenizer: Any, max_tasks: int | None, hint_scale: float) -> list[Episode]:
+    """The teacher's walks of the warm-start tasks in the config's env, its shown hints times `hint_scale`."""
     from memora_rl.env.registry import make_env
 
     settings, grpo = config.warm_start, config.grpo
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
-    env, tasks = make_env(config.env, split=config.split, overrides=config.env_overrides, tokenizer=tokenizer)
+    overrides = [*config.env_overrides, *([f"env.hint_scale={hint_scale}"] if hint_scale != 1.0 else [])]
+    env, tasks = make_env(config.env, split=config.split, overrides=overrides, tokenizer=tokenizer)
     with env:  # closed (its graph stores too) even when a walk fails
         split_tasks, tasks = tasks, warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
         if settings.teacher == "oracle":
@@ -210,9 +221,7 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
                 actions = ranker_walks(env, tasks, threshold=threshold, max_expands=most)
             walks = [RuleWalk(t.id, a) for t, a in zip(tasks, actions, strict=True)]
         by_task = {task.id: task for task in tasks}
-        episodes = oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
-    logger.info("warm start: %d %s episodes of %d tasks", len(episodes), settings.teacher, len(tasks))
-    return episodes
+        return oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
 
 
 def oracle_walks(env: Any, tasks: Sequence[Any], settings: WarmStartSettings, seed: int) -> list[Any]:

@@ -83,6 +83,32 @@ def test_a_second_env_loads_the_cached_fit(ranked_validation, monkeypatch) -> No
         assert cached.fold_of == first.fold_of and type(cached.whole_model) is type(first.whole_model)
 
 
+def test_a_hint_scale_multiplies_the_shown_numbers_and_keeps_the_rankers_order(ranked_validation, monkeypatch) -> None:
+    """`env.hint_scale`: the same frontier in the same order, each hint times the scale (capped at 1), one fit."""
+    from memora_rl.env.registry import make_env
+
+    def refit(*_args, **_kwargs):
+        raise AssertionError("the ranker was fit again for another hint scale")
+
+    monkeypatch.setattr(ranker_module, "fit_ranker", refit)
+    env, tasks = ranked_validation
+    scaled, _ = make_env(
+        "synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned", "env.hint_scale=3"]
+    )
+    capped = False
+    with scaled:
+        for task in tasks[:6]:
+            env.reset(options={"task": task})
+            observation, _ = scaled.reset(options={"task": task})
+            plain, tripled = env.snapshot().frontier, scaled.snapshot().frontier
+            assert [item.entry_id for item in tripled] == [item.entry_id for item in plain], task.id
+            assert [item.hint for item in tripled] == pytest.approx([min(1.0, 3 * item.hint) for item in plain])
+            shown = [int(match.group(1)) for line in observation.splitlines() if (match := HINT.search(line))]
+            assert shown == [round(100 * item.hint) for item in tripled[: len(shown)]]
+            capped |= any(item.hint == 1.0 for item in tripled)
+    assert capped, "a confident ranker's hint times 3 should reach the cap somewhere"
+
+
 def test_a_learned_ranker_needs_two_training_conversations_and_a_ranker(monkeypatch) -> None:
     from memora_rl.env.config import EnvConfig
     from memora_rl.env.registry import make_env

@@ -266,3 +266,37 @@ def test_the_ranker_teacher_episodes_are_its_walks_by_the_shown_hints(smol_token
         [json.loads(a) for a in walk] for walk in walks
     ]
     assert any("%)" in observation for episode in episodes for observation in episode.observations)  # the hints shown
+
+
+def test_the_ranker_teacher_walks_each_task_once_per_hint_scale(smol_tokenizer, tmp_path) -> None:
+    """`warm_start.hint_scales`: per scale, the teacher's walks in an env showing its hints times it, token-exact;
+    a larger scale walks each task at least as far."""
+    from memora_rl.env.registry import make_env
+    from memora_rl.policy.scorer import ranker_walks
+    from memora_rl.training.warmstart import warm_start_tasks
+
+    settings = {"teacher": "ranker", "max_tasks": 8, "scorer_threshold": 0.2, "scorer_max_expands": 2,
+                "hint_scales": [0.5, 4.0]}  # fmt: skip
+    overrides = ["env.compact=true", "env.frontier_value_tokens=12", "env.frontier_ranker=learned"]
+    episodes, (env, tasks) = _teacher_episodes(smol_tokenizer, tmp_path, overrides, settings)
+    env.close()
+    drawn = warm_start_tasks(tasks, 8, seed=0)
+    assert len(episodes) == 2 * len(drawn)
+    walked = []
+    for scale, played in zip((0.5, 4.0), (episodes[:8], episodes[8:]), strict=True):
+        scaled, _ = make_env("synthetic-hard", split="train", overrides=[*overrides, f"env.hint_scale={scale}"])
+        with scaled:
+            walks = ranker_walks(scaled, drawn, threshold=0.2, max_expands=2)
+        assert [[json.loads(a) for a in e.actions] for e in played] == [[json.loads(a) for a in w] for w in walks]
+        walked.append([sum(json.loads(a)["action"] == "expand" for a in walk) for walk in walks])
+    assert all(short <= long for short, long in zip(*walked, strict=True)) and sum(walked[1]) > sum(walked[0])
+
+
+def test_hint_scales_need_the_ranker_teacher_and_positive_factors() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=r"needs warm_start\.teacher=ranker"):
+        WarmStartSettings(teacher="oracle", hint_scales=[0.5, 1.0])
+    with pytest.raises(ValidationError, match="must all be above 0"):
+        WarmStartSettings(teacher="ranker", hint_scales=[0.0, 1.0])
+    assert WarmStartSettings(teacher="ranker", hint_scales=[0.5, 2.0]).hint_scales == [0.5, 2.0]
