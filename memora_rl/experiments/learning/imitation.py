@@ -54,7 +54,7 @@ def compare_walks(policy: Mapping[str, Any], teacher: Mapping[str, Any]) -> dict
 
 
 def imitation_rows(report: Mapping[str, Any], teacher_name: str) -> list[dict[str, Any]]:
-    """Each trained or prompted policy's `compare_walks` against `teacher_name`, one row per seed (none without it)."""
+    """Each trained policy's `compare_walks` against `teacher_name`, one row per seed (none without the teacher)."""
     policies = report["policies"]
     if teacher_name not in policies:
         return []
