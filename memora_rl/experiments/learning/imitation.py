@@ -8,10 +8,11 @@ with the teacher's shows which way it departs and what each departure cost in re
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from memora_rl.experiments.learning.margins import task_recalls
+from memora_rl.experiments.records import ResultTable
 
 EXPANDS_PREFIX = "expands/"
 """Metric key prefix of one task's count of expand actions (a policy's per-seed metrics hold them)."""
@@ -83,14 +84,11 @@ def group_cell(group: Mapping[str, Any], tasks: int) -> str:
 IMITATION_COLUMNS = ["policy", "seed", "as many expands", "more expands (Δ recall)", "fewer expands (Δ recall)"]
 
 
-def imitation_cells(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """The imitation table's cells: per policy and seed, its tasks by expands against the teacher's."""
-    return [
+def imitation_table(report: Mapping[str, Any], teacher_name: str) -> ResultTable | None:
+    """Per task, each trained policy's expands against `teacher_name`'s, one row per seed (None without it)."""
+    rows = [
         [row["policy"], str(row["seed"]), *[group_cell(row[g], row["tasks"]) for g in ("same", "more", "fewer")]]
-        for row in rows
+        for row in imitation_rows(report, teacher_name)
     ]
-
-
-def imitation_title(teacher_name: str) -> str:
-    """The imitation table's title."""
-    return f"Walk lengths against the {teacher_name}, per task (Δ recall: the policy's minus the rule's there)"
+    title = f"Walk lengths against the {teacher_name}, per task (Δ recall: the policy's minus the rule's there)"
+    return ResultTable(title=title, columns=IMITATION_COLUMNS, rows=rows) if rows else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memora_rl.experiments.learning.imitation import IMITATION_COLUMNS, imitation_cells, imitation_rows, imitation_title
+from memora_rl.experiments.learning.imitation import imitation_table
 from memora_rl.experiments.learning.report import DIGITS, METRICS, TEACHER, fmt_cell, margin_cell
 from memora_rl.experiments.records import ResultRecord, ResultTable, new_record
 
@@ -80,12 +80,6 @@ def dagger_record_table(report: Mapping[str, Any]) -> ResultTable | None:
     return ResultTable(title=title, columns=columns, rows=rows)
 
 
-def imitation_record_table(report: Mapping[str, Any]) -> ResultTable | None:
-    """Per task, each policy's expands against the ranker teacher's (None without the teacher row)."""
-    cells = imitation_cells(imitation_rows(report, TEACHER))
-    return ResultTable(title=imitation_title(TEACHER), columns=IMITATION_COLUMNS, rows=cells) if cells else None
-
-
 RANKED_NOTE = (
     "The env orders each frontier by a learned ranker and shows its probability on every line "
     "(`env.frontier_ranker=learned`): every policy here reads it, and the heuristic expands the ranker's first ids."
@@ -97,7 +91,7 @@ def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     """The record of one learning experiment's report."""
     tables = [policy_record_table(report), margin_record_table(report)]
     tables += [category_record_table(report), gain_record_table(report), dagger_record_table(report)]
-    tables.append(imitation_record_table(report))
+    tables.append(imitation_table(report, TEACHER))
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
     notes += teacher_notes(report)
     if report.get("frontier_ranker") == "learned":

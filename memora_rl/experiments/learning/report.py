@@ -14,13 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from memora_rl.evaluation.plots import plot_policies_on_curves
-from memora_rl.experiments.learning.imitation import (
-    EXPANDS_PREFIX,
-    IMITATION_COLUMNS,
-    imitation_cells,
-    imitation_rows,
-    imitation_title,
-)
+from memora_rl.experiments.learning.imitation import EXPANDS_PREFIX, imitation_table
 from memora_rl.experiments.learning.margins import (
     CATEGORY_PREFIX,
     CATEGORY_TOKENS_PREFIX,
@@ -29,6 +23,7 @@ from memora_rl.experiments.learning.margins import (
     paired_interval,
     task_recalls,
 )
+from memora_rl.experiments.records import table_lines
 
 ACTION_KINDS = ("expand", "refine", "stop", "invalid", "forced")
 METRICS = ("evidence_recall", "recall_gain", "context_tokens", "steps", "valid_action_rate")
@@ -229,16 +224,6 @@ def gain_table(gain: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def imitation_table(report: Mapping[str, Any]) -> list[str]:
-    """The policies' walk lengths against the ranker teacher's, per task (nothing without that row)."""
-    cells = imitation_cells(imitation_rows(report, TEACHER))
-    if not cells:
-        return []
-    lines = ["", f"{imitation_title(TEACHER)}:", "", "| " + " | ".join(IMITATION_COLUMNS) + " |"]
-    lines.append("|" + "---|" * len(IMITATION_COLUMNS))
-    return lines + ["| " + " | ".join(row) + " |" for row in cells]
-
-
 def curve_table(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
     """Markdown lines: every measured baseline point, against semantic's cheapest point with at least its tokens."""
     lines = ["", "Baseline curves (each point - semantic's cheapest point with at least its tokens):", ""]
@@ -286,7 +271,8 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     lines += category_margin_table(report["margins"], curve_names)
     if report.get("grpo_gain"):
         lines += gain_table(report["grpo_gain"])
-    lines += imitation_table(report)
+    if (imitation := imitation_table(report, TEACHER)) is not None:
+        lines += ["", f"{imitation.title}:", "", *table_lines(imitation)]
     lines += curve_table(report["curves"])
     if report.get("timings"):
         lines += ["", "LLM evaluation time (wall):", ""]
