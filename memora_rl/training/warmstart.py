@@ -191,8 +191,8 @@ def warm_start_episodes(config: Any, tokenizer: Any, max_tasks: int | None = Non
     `stop_fallback_budget`); the scorer's walks are kept as they are. The ranker teacher walks every task once
     per `warm_start.hint_scales` factor.
     """
-    settings = config.warm_start
-    scales = settings.hint_scales if settings.teacher == "ranker" else [1.0]
+    settings = config.warm_start  # hint scales other than [1.0] are refused for teachers other than the ranker
+    scales = settings.hint_scales
     episodes = [episode for scale in scales for episode in teacher_episodes(config, tokenizer, max_tasks, scale)]
     logger.info("warm start: %d %s episodes (hint scales %s)", len(episodes), settings.teacher, scales)
     return episodes
@@ -204,7 +204,7 @@ def teacher_episodes(config: Any, tokenizer: Any, max_tasks: int | None, hint_sc
 
     settings, grpo = config.warm_start, config.grpo
     rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
-    overrides = [*config.env_overrides, *([f"env.hint_scale={hint_scale}"] if hint_scale != 1.0 else [])]
+    overrides = [*config.env_overrides, f"env.hint_scale={hint_scale}"]
     env, tasks = make_env(config.env, split=config.split, overrides=overrides, tokenizer=tokenizer)
     with env:  # closed (its graph stores too) even when a walk fails
         split_tasks, tasks = tasks, warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
