@@ -79,3 +79,11 @@ def results(
         return
     page.write_text(rendered)
     typer.echo(f"wrote {page} from {results_dir}/*.json")
+
+
+@experiment_app.command("hint-response", context_settings=PASS_THROUGH, add_help_option=False)
+def hint_response(context: typer.Context) -> None:
+    """Does a trained policy read the ranker's shown number? Its expand odds as the first hint is rewritten."""
+    from memora_rl.experiments.hint_response import main
+
+    typer.echo(main(list(context.args))["table"])
