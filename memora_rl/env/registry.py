@@ -201,6 +201,10 @@ def learned_ranker(
     train = split_tasks(spec, corpus, "train")
     plain = RetrievalEnv(store, spec.env.model_copy(update={"frontier_ranker": "query"}), train, embedder=embedder)
     settings = f"{plain.config.model_dump_json(exclude={'hint_scale'})}|{spec.store.model_dump_json()}"
+    if plain.config.ranker_features == "likelihood":  # its scores depend on the scorer's precision too
+        from memora_rl.env.query_likelihood import DTYPE
+
+        settings += f"|likelihood {DTYPE}"
     try:
         return load_or_fit_ranker(plain, train, path, settings)
     except ValueError as error:
