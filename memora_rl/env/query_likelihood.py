@@ -33,14 +33,16 @@ one without native bfloat16 (`benchmarks/query_likelihood.py`); the cache keys s
 class QueryLikelihood:
     """`score(questions, texts)`: each pair's query-likelihood gain (higher: the text explains the question)."""
 
-    def __init__(self, model_name: str, batch_size: int = 32, cache: EmbeddingCache | None = None) -> None:
+    def __init__(
+        self, model_name: str, batch_size: int = 32, cache: EmbeddingCache | None = None, dtype: str = DTYPE
+    ) -> None:
         from memora_rl.llm.registry import load_causal_lm, load_tokenizer
 
         self.model_name, self.batch_size = model_name, batch_size
         self.tokenizer = load_tokenizer(model_name)
-        self.model = load_causal_lm(model_name, dtype=DTYPE).eval()
+        self.model = load_causal_lm(model_name, dtype=dtype).eval()
         self.cache = cache or default_cache()
-        self.tag = f"query-likelihood|{model_name}|{DTYPE}|{PASSAGE}{{text:{MAX_PASSAGE_TOKENS}}}{ASK}"
+        self.tag = f"query-likelihood|{model_name}|{dtype}|{PASSAGE}{{text:{MAX_PASSAGE_TOKENS}}}{ASK}"
         self._read: dict[str, float] = {}  # pairs this process has scored or read: a ranker asks again each step
 
     def score(self, questions: Sequence[str], texts: Sequence[str]) -> np.ndarray:
