@@ -65,14 +65,15 @@ def decision_states(episodes: Sequence[Any], tokenizer: Any) -> list[DecisionSta
     for episode in episodes:
         mask, completion = episode.env_mask, episode.completion_ids
         starts = [i for i, bit in enumerate(mask) if bit == 1 and (i == 0 or mask[i - 1] == 0)]
+        searched = 0  # where the last action ended: the observation after it holds the state's hints
         for turn, start in enumerate(starts):
             end = next((i for i in range(start, len(mask)) if mask[i] == 0), len(mask))
             text = tokenizer.decode(episode.prompt_ids + completion[:start])
-            observation_start = text.rfind("<|im_start|>user")
-            match = HINT.search(text, observation_start if observation_start >= 0 else 0)
+            match = HINT.search(text, searched)
+            action = tokenizer.decode(completion[start:end])
+            searched = len(tokenizer.decode(episode.prompt_ids + completion[:end]))
             if match is None:
                 continue
-            action = tokenizer.decode(completion[start:end])
             states.append(
                 DecisionState(
                     task_id=episode.task.id,
