@@ -179,7 +179,16 @@ def _frontier_line(item: FrontierView, abstraction: str, layout: Layout, show_da
         line = layout.frontier_link_item.format(
             entry_id=item.entry_id, via=item.via, anchor=one_line(item.anchor), abstraction=abstraction
         )
-    return line if item.hint is None else f"{line} ({round(100 * item.hint)}%)"
+    return line if item.hint is None else f"{line} ({percent(item.hint)}%)"
+
+
+def percent(hint: float) -> int:
+    """A ranker probability as the whole percentage the observation shows.
+
+    >>> percent(0.024), percent(0.625)
+    (2, 62)
+    """
+    return round(100 * hint)
 
 
 def compose_observation(
@@ -217,6 +226,10 @@ def compose_observation(
             max_steps=state.max_steps,
         )
     )
+    if state.hint_line and frontier and frontier[0].hint is not None:
+        lines.append(
+            prompts.BEST_HINT_TEMPLATE.format(entry_id=frontier[0].entry_id, percent=percent(frontier[0].hint))
+        )
     if state.last_error:
         lines.append(layout.error.format(error=one_line(state.last_error)))
     if layout.instruction:

@@ -40,6 +40,9 @@ BUDGET_TEMPLATE = (
 )
 ERROR_TEMPLATE = "Your last action was invalid: {error}"
 INSTRUCTION = "Reply with one JSON action."
+BEST_HINT_TEMPLATE = "Best linked: {entry_id} ({percent}%)"
+"""The closing line of `EnvConfig.hint_line`: the first frontier item's shown ranker probability, repeated
+where a policy choosing its next action reads last."""
 ELLIPSIS = "…"
 
 # Compact mode (`render_observation(..., compact=True)`): the same facts in about half the tokens, for

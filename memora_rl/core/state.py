@@ -118,6 +118,8 @@ class ObservationState(BaseModel):
     """Show each working-set entry's and frontier item's date before its abstraction (`EnvConfig.show_dates`)."""
     frontier_value_tokens: int = 0
     """Tokens of each frontier item's value shown after its abstraction (`EnvConfig.frontier_value_tokens`)."""
+    hint_line: bool = False
+    """End with the first frontier item's hint, when it has one (`EnvConfig.hint_line`)."""
 
     @property
     def episode_groups(self) -> list[EpisodeGroup]:

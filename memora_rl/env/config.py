@@ -81,6 +81,10 @@ class EnvConfig(StrictModel):
     """A factor on the `learned` ranker's probabilities as shown (capped at 1; the order is the ranker's): the
     ranker teacher walks further above 1 and stops sooner below it. 1 but in a warm start's walks at several
     scales (`warm_start.hint_scales`), where how far a walk goes follows the shown number, not the turn."""
+    hint_line: bool = False
+    """End each observation with the first frontier line's shown probability (`Best linked: e7 (62%)`), where a
+    policy choosing its next action reads last; the number the ranker teacher's stop turns on is then a few tokens
+    from the choice instead of somewhere in the middle of a long chat (`frontier_ranker: learned` only)."""
     similar_threshold: float = Field(default=0.85, ge=-1.0, le=1.0)
     """Cosine (unitless, -1..1) at or above which two abstractions are similar (`frontier_links` with `similar`)."""
     episode_channel: bool = False
@@ -101,6 +105,16 @@ class EnvConfig(StrictModel):
             raise ConfigError(
                 f"budget={self.budget} is below the cheapest action (expand_cost_per_id={self.expand_cost_per_id}, "
                 f"refine_cost={self.refine_cost}). Raise budget or lower the costs."
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _hint_line_has_hints(self) -> EnvConfig:
+        """Only a learned ranker's frontier shows numbers; a hint line without one would never appear."""
+        if self.hint_line and self.frontier_ranker != "learned":
+            raise ConfigError(
+                "env.hint_line=true repeats the learned ranker's shown number, but env.frontier_ranker="
+                f"{self.frontier_ranker!r} shows none. Set env.frontier_ranker=learned or drop env.hint_line."
             )
         return self
 

@@ -103,8 +103,9 @@ class RetrievalEnv(gym.Env[str, str]):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode={render_mode!r} is not supported; use None or 'ansi'.")
         if (config or EnvConfig()).frontier_ranker == "learned" and ranker is None:
-            raise ConfigError("env.frontier_ranker=learned needs a fitted ranker; make the env with `make_env`, "
-                              "which fits it on the training split, or pass `ranker=`.")  # fmt: skip
+            raise ConfigError(
+                "env.frontier_ranker=learned needs a fitted ranker: make the env with make_env or pass ranker=."
+            )
         self._owns_store = isinstance(store, str | Path)
         self.store: GraphStore = open_existing_store(store) if isinstance(store, str | Path) else store
         self.config = config or EnvConfig()
@@ -312,25 +313,26 @@ class RetrievalEnv(gym.Env[str, str]):
 
     def _observe(self) -> str:
         """Render the current state as the policy's next user turn."""
+        config = self.config
         state = ObservationState(
             question=self.task.question,
             query=self._working.query,
             working_set=self._working.entries,
             frontier=self._working.frontier,
-            budget=self.config.budget,
+            budget=config.budget,
             budget_left=self._ledger.budget_left,
             step=self._ledger.step,
-            max_steps=self.config.max_steps,
-            expand_cost_per_id=self.config.expand_cost_per_id,
-            refine_cost=self.config.refine_cost,
-            max_ids_per_expand=self.config.max_ids_per_expand,
+            max_steps=config.max_steps,
+            expand_cost_per_id=config.expand_cost_per_id,
+            refine_cost=config.refine_cost,
+            max_ids_per_expand=config.max_ids_per_expand,
             last_error=self._ledger.last_error,
-            context_mode=self.config.context_mode,
+            context_mode=config.context_mode,
             episodes=self._working.episodes(),
-            show_dates=self.config.show_dates,
-            frontier_value_tokens=self.config.frontier_value_tokens,
+            show_dates=config.show_dates,
+            frontier_value_tokens=config.frontier_value_tokens,
+            hint_line=config.hint_line,
         )
-        config = self.config
         self._observation = render_observation(state, self.tokenizer, config.max_prompt_tokens, config.compact)
         return self._observation
 

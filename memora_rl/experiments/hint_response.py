@@ -5,8 +5,9 @@ probability (`e7 Hugo + adelaide (62%)`), and the ranker teacher expands the fir
 at least its threshold. A policy that imitates the teacher's walks could instead learn how far such walks go
 on each turn. This plays the teacher on held-out tasks, and at every state where it chose, rewrites the first
 frontier line's number to each of `--shown` and reads the policy's probability of "expand" against "stop" at
-its first action token (teacher-forced after `{"action": "`). A policy that reads the number moves from stop
-to expand as the number crosses the threshold; one that reads the turn does not move at all.
+its first action token (teacher-forced after `{"action": "`); where the env repeats that number on a closing
+line (`env.hint_line`), the line is rewritten with it. A policy that reads the number moves from stop to expand
+as the number crosses the threshold; one that reads the turn does not move at all.
 
     memora-rl experiment hint-response --model runs/locomo-likelihood/s0/warmstart/model \
         --config configs/grpo/smollm-locomo-likelihood.yaml --tasks 32 --record NAME
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 HINT = re.compile(r" \((\d+)%\)$", re.MULTILINE)
 """A frontier line's shown ranker probability (`memora_rl.core.layout`): ` (62%)` at the end of the line."""
+HINT_LINE = re.compile(r"^(Best linked: \S+) \(\d+%\)", re.MULTILINE)
+"""The closing line that repeats the first frontier line's number (`prompts.BEST_HINT_TEMPLATE`, `env.hint_line`)."""
 ACTION_OPENING = '{"action": "'
 """What every action starts with; the next token says expand, stop or refine."""
 TURN_GROUPS = ("turn 0", "turn 1", "turn 2+")
@@ -95,6 +98,15 @@ def choice_token_ids(tokenizer: Any) -> tuple[list[int], int, int]:
     return expand[:common], expand[common], stop[common]
 
 
+def with_shown(after: str, value: int) -> str:
+    r"""The chat after the first frontier line's number, its closing hint line (if any) showing `value` too.
+
+    >>> with_shown("\nBudget 8/8.\nBest linked: e7 (62%)\n", 3)
+    '\nBudget 8/8.\nBest linked: e7 (3%)\n'
+    """
+    return HINT_LINE.sub(lambda match: f"{match.group(1)} ({value}%)", after, count=1)
+
+
 def expand_probabilities(model: Any, tokenizer: Any, state: DecisionState, shown: Sequence[int]) -> list[float]:
     """P(expand) / (P(expand) + P(stop)) at the action's first choice token, the hint rewritten to each of `shown`.
 
@@ -108,7 +120,8 @@ def expand_probabilities(model: Any, tokenizer: Any, state: DecisionState, shown
     with torch.inference_mode():
         cache = model(prefix, use_cache=True).past_key_values
         for value in shown:
-            rest = tokenizer(f" ({value}%){state.after}", add_special_tokens=False).input_ids + opening
+            rest = tokenizer(f" ({value}%){with_shown(state.after, value)}", add_special_tokens=False).input_ids
+            rest += opening
             logits = model(torch.tensor([rest]), past_key_values=copy.deepcopy(cache), use_cache=True).logits[0, -1]
             margin = float(logits[expand_id] - logits[stop_id])
             out.append(1.0 / (1.0 + math.exp(-margin)))

@@ -109,6 +109,30 @@ def test_a_hint_scale_multiplies_the_shown_numbers_and_keeps_the_rankers_order(r
     assert capped, "a confident ranker's hint times 3 should reach the cap somewhere"
 
 
+def test_a_hint_line_repeats_the_first_frontier_lines_number_last(ranked_validation, monkeypatch) -> None:
+    """`env.hint_line`: the observation ends with the first frontier item's id and shown number; one fit."""
+    from memora_rl.env.config import EnvConfig
+    from memora_rl.env.registry import make_env
+
+    def refit(*_args, **_kwargs):
+        raise AssertionError("the ranker was fit again for a hint line")
+
+    monkeypatch.setattr(ranker_module, "fit_ranker", refit)
+    env, tasks = ranked_validation
+    lined, _ = make_env(
+        "synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned", "env.hint_line=true"]
+    )
+    with lined:
+        for task in tasks[:6]:
+            plain, _ = env.reset(options={"task": task})
+            observation, _ = lined.reset(options={"task": task})
+            first = lined.snapshot().frontier[0]
+            assert observation.splitlines()[-1] == f"Best linked: {first.entry_id} ({round(100 * first.hint)}%)"
+            assert "Best linked" not in plain and observation.startswith(plain.rsplit("\n", 1)[0])
+    with pytest.raises(ConfigError, match=r"env\.hint_line=true repeats the learned ranker"):
+        EnvConfig(hint_line=True)
+
+
 def test_a_learned_ranker_needs_two_training_conversations_and_a_ranker(monkeypatch) -> None:
     from memora_rl.env.config import EnvConfig
     from memora_rl.env.registry import make_env

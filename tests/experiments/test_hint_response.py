@@ -64,6 +64,22 @@ def test_the_cached_rewrite_reads_what_a_full_forward_pass_of_the_rewritten_chat
     assert cached[0] != cached[1]  # the rewritten number reaches the model
 
 
+def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(tokenizer) -> None:
+    """With `env.hint_line` the number shows twice; the rewrite reaches both, and only them."""
+    from memora_rl.config import load_config
+    from memora_rl.training.config import TrainConfig
+
+    config = load_config(TrainConfig, RANKER_RECIPE)
+    config = config.model_copy(update={"env_overrides": [*config.env_overrides, "env.hint_line=true"]})
+    states = hint_response.teacher_states(config, tokenizer, "validation", 2, seed=0)
+    assert states
+    for state in states:
+        observation = state.after[: state.after.index("<|im_end|>")]
+        assert observation.splitlines()[-1].endswith(f"({state.shown}%)")
+        rewritten = hint_response.with_shown(state.after, 97)
+        assert rewritten.replace("(97%)", f"({state.shown}%)", 1) == state.after and "(97%)" in rewritten
+
+
 def test_rows_group_turns_and_refuse_a_missing_row() -> None:
     states = [DecisionState("a", 0, "", "", 0, False), DecisionState("a", 3, "", "", 50, True)]
     rows = response_rows(states, [[0.1, 0.2], [0.4, 0.8]], [0, 60], threshold=0.1)
