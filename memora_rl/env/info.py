@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypedDict
 
+from memora_rl.core.state import FrontierView
 from memora_rl.core.trajectory import ActionKind, StopReason, Trajectory
 from memora_rl.memory.records import FrontierLink
 
@@ -48,3 +50,8 @@ class StepInfo(TypedDict):
     """On the final step: the judge's components (G, R, C, ... by name); empty before."""
     trajectory: Trajectory | None
     """On the final step: the finished `Trajectory` the judge scored; None before."""
+
+
+def frontier_info(frontier: Sequence[FrontierView]) -> list[FrontierInfo]:
+    """What `info` says of each frontier item, best first: its id, link text and link kind."""
+    return [FrontierInfo(id=item.entry_id, anchor=item.anchor, via=item.via) for item in frontier]

@@ -22,7 +22,7 @@ from memora_rl.core.trajectory import ActionKind, ActionRecord, StopReason, Traj
 from memora_rl.data.records import Task
 from memora_rl.env.config import EnvConfig
 from memora_rl.env.deps import FrontierRanker, Judge, QueryEmbedder, open_existing_store
-from memora_rl.env.info import FrontierInfo, StepInfo
+from memora_rl.env.info import StepInfo, frontier_info
 from memora_rl.env.ledger import EpisodeLedger
 from memora_rl.env.snapshot import EnvSnapshot
 from memora_rl.env.spaces import UnicodeText
@@ -345,9 +345,7 @@ class RetrievalEnv(gym.Env[str, str]):
             task_id=self.task.id,
             query=self._working.query,
             working_set_ids=[entry.id for entry in self._working.entries],
-            frontier=[
-                FrontierInfo(id=item.entry_id, anchor=item.anchor, via=item.via) for item in self._working.frontier
-            ],
+            frontier=frontier_info(self._working.frontier),
             budget_left=float(self._ledger.budget_left),
             step=self._ledger.step,
             costs=dict(self._ledger.costs),
