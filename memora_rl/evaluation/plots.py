@@ -18,11 +18,15 @@ from memora_rl.evaluation.records import QuestionRecord
 from memora_rl.judge.answer import is_abstention
 
 
-def _save(figure: Figure, axes: Axes, path: Path) -> Path:
-    """Add the legend (when anything is labelled), write the PNG and free the figure (pyplot keeps it alive)."""
+def save_figure(figure: Figure, axes: Axes, path: Path, **legend: object) -> Path:
+    """Add the legend (when anything is labelled; `legend`: its options), write the PNG, free the figure.
+
+    pyplot keeps every figure alive until it is closed, so each plot of a long run ends here.
+    """
     if axes.get_legend_handles_labels()[0]:  # e.g. a latency plot of runs that timed nothing has no line
-        axes.legend()
+        axes.legend(**legend)
     figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
@@ -44,7 +48,7 @@ def plot_category_bars(runs: dict[str, dict[str, dict]], metric: str, path: Path
     axes.set_xticks(positions + width * (len(runs) - 1) / 2, categories, rotation=20)
     axes.set_ylabel(metric.replace("_", " "))
     axes.set_title(f"{metric.replace('_', ' ')} per category")
-    return _save(figure, axes, path)
+    return save_figure(figure, axes, path)
 
 
 def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
@@ -72,7 +76,7 @@ def plot_recall_vs_tokens(runs: dict[str, Sequence[QuestionRecord]], path: Path)
     axes.set_xlabel("context tokens")
     axes.set_ylabel("evidence recall")
     axes.set_title("evidence recall vs context tokens (diamond = mean)")
-    return _save(figure, axes, path)
+    return save_figure(figure, axes, path)
 
 
 def plot_latency_cdf(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> Path:
@@ -86,7 +90,7 @@ def plot_latency_cdf(runs: dict[str, Sequence[QuestionRecord]], path: Path) -> P
     axes.set_xlabel("end-to-end latency per question, played alone (ms)")
     axes.set_ylabel("share of questions")
     axes.set_title("latency CDF")
-    return _save(figure, axes, path)
+    return save_figure(figure, axes, path)
 
 
 def plot_policies_on_curves(
@@ -128,9 +132,4 @@ def plot_policies_on_curves(
     axes.set_ylabel("mean evidence recall")
     axes.set_title(title, fontsize=10)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, loc="lower right")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, axes, path, fontsize=8, loc="lower right")

@@ -53,7 +53,7 @@ from memora_rl.experiments.headroom import (
     baselines_and_stop_oracle,
     headroom_parser,
     held_out_context,
-    parse_headroom_args,
+    parse_held_out_args,
     write_outputs,
 )
 from memora_rl.policy.scorer import scorer_walk
@@ -70,7 +70,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--feature-sets", nargs="+", choices=FEATURE_SETS, default=["shown", "full"],
                         help="One scorer per feature set (see above).")  # fmt: skip
     parser.add_argument("--relevance-epochs", type=int, default=2, help="Epochs of the `learned` relevance model.")
-    return parse_headroom_args(parser, argv)
+    return parse_held_out_args(parser, argv)
 
 
 def training_states(

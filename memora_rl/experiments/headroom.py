@@ -65,23 +65,17 @@ def auc(labels: Any, scores: Any) -> float:
     return float(roc_auc_score(labels, scores)) if len(set(labels.tolist())) == 2 else float("nan")
 
 
-def headroom_parser(prog: str, description: str | None, out: str) -> argparse.ArgumentParser:
-    """A parser with the options every headroom experiment takes (config, split, baselines, outputs)."""
+def held_out_parser(prog: str, description: str | None, out: str, config: str) -> argparse.ArgumentParser:
+    """A parser with the options every experiment on a held-out split takes (config, split, seed, outputs)."""
     from memora_rl.experiments.learning.options import record_name
 
     parser = argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--config", type=Path, default=Path("configs/grpo/smollm-locomo-choose.yaml"),
+    parser.add_argument("--config", type=Path, default=Path(config),
                         help="Training config: its env, env_overrides and model (tokenizer) are used.")  # fmt: skip
     parser.add_argument("--split", default="validation", choices=["validation", "test"], help="Held-out split.")
     parser.add_argument("--final", action="store_true", help="Required with --split test: the recipe's one read.")
-    parser.add_argument("--semantic-k", type=int, nargs="+", default=[1, 2, 3, 5, 8, 10, 15])
-    parser.add_argument("--budgets", type=float, nargs="+", default=[1, 2, 3, 4, 5, 6, 8, 10],
-                        help="Heuristic budgets (env.budget); the stop oracle stops along these.")  # fmt: skip
-    parser.add_argument("--train-tasks", type=int, default=None, help="Training tasks to fit on (default: all).")
-    parser.add_argument("--bracket-rounds", type=int, default=2,
-                        help="Extra baseline settings measured per walk to bracket its tokens (15%%).")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(out), help="report.json, .md, .png")
     parser.add_argument("--record", type=record_name, default=None, metavar="NAME",
@@ -90,7 +84,19 @@ def headroom_parser(prog: str, description: str | None, out: str) -> argparse.Ar
     return parser
 
 
-def parse_headroom_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+def headroom_parser(prog: str, description: str | None, out: str) -> argparse.ArgumentParser:
+    """`held_out_parser` with the options every headroom experiment adds (baselines, training tasks)."""
+    parser = held_out_parser(prog, description, out, "configs/grpo/smollm-locomo-choose.yaml")
+    parser.add_argument("--semantic-k", type=int, nargs="+", default=[1, 2, 3, 5, 8, 10, 15])
+    parser.add_argument("--budgets", type=float, nargs="+", default=[1, 2, 3, 4, 5, 6, 8, 10],
+                        help="Heuristic budgets (env.budget); the stop oracle stops along these.")  # fmt: skip
+    parser.add_argument("--train-tasks", type=int, default=None, help="Training tasks to fit on (default: all).")
+    parser.add_argument("--bracket-rounds", type=int, default=2,
+                        help="Extra baseline settings measured per walk to bracket its tokens (15%%).")  # fmt: skip
+    return parser
+
+
+def parse_held_out_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse `argv`; the test split needs `--final` (choices are made on validation)."""
     args = parser.parse_args(argv)
     if args.split == "test" and not args.final:

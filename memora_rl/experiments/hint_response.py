@@ -174,28 +174,15 @@ def response_rows(
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The experiment's options."""
-    from memora_rl.experiments.learning.options import record_name
+    from memora_rl.experiments.headroom import held_out_parser, parse_held_out_args
 
-    parser = argparse.ArgumentParser(
-        prog="memora-rl experiment hint-response", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
+    parser = held_out_parser("memora-rl experiment hint-response", __doc__, "runs/hint-response",
+                             "configs/grpo/smollm-locomo-likelihood.yaml")  # fmt: skip
     parser.add_argument("--model", required=True, help="Policy model folder (a merged warm start or export).")
-    parser.add_argument("--config", type=Path, default=Path("configs/grpo/smollm-locomo-likelihood.yaml"),
-                        help="Training config: its env, env_overrides and the ranker teacher's rule.")  # fmt: skip
-    parser.add_argument("--split", default="validation", choices=["validation", "test"], help="Held-out split.")
-    parser.add_argument("--final", action="store_true", help="Required with --split test: the recipe's one read.")
     parser.add_argument("--tasks", type=int, default=32, help="A seeded sample of N held-out tasks the teacher walks.")
     parser.add_argument("--shown", type=int, nargs="+", default=[0, 1, 2, 3, 5, 10, 30, 60, 100],
                         help="Percentages written into the first frontier line, in increasing order.")  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=Path("runs/hint-response"), help="report.json, .md, .png")
-    parser.add_argument("--record", type=record_name, default=None, metavar="NAME",
-                        help="Also write the table as the result record NAME (with the plot).")  # fmt: skip
-    parser.add_argument("--results-dir", type=Path, default=Path("docs/results"), help="Where --record writes.")
-    args = parser.parse_args(argv)
-    if args.split == "test" and not args.final:
-        parser.error("--split test is a recipe's one final read: add --final (choices are made on validation).")
+    args = parse_held_out_args(parser, argv)
     if sorted(args.shown) != args.shown or any(not 0 <= v <= 100 for v in args.shown) or len(args.shown) < 2:
         parser.error(f"--shown {args.shown}: give at least two increasing percentages between 0 and 100.")
     if args.tasks < 1:
@@ -204,22 +191,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def teacher_states(config: Any, tokenizer: Any, split: str, tasks: int, seed: int) -> list[DecisionState]:
-    """The ranker teacher's decision states on `tasks` seeded held-out tasks of the config's env."""
+    """The ranker teacher's decision states on `tasks` seeded held-out tasks of the config's env.
+
+    Raises:
+        ConfigError: the config's warm-start teacher is not the ranker (no other reads the shown numbers).
+    """
     from memora_rl.data.sample import sample_tasks
     from memora_rl.env.registry import make_env
-    from memora_rl.policy.scorer import ranker_walks
-    from memora_rl.training.rollout import RolloutSettings
-    from memora_rl.training.warmstart import RuleWalk, oracle_episodes
+    from memora_rl.errors import ConfigError
+    from memora_rl.training.warmstart import walk_teacher
 
-    settings, grpo = config.warm_start, config.grpo
+    if config.warm_start.teacher != "ranker":
+        raise ConfigError(f"hint-response reads the ranker teacher's states, but warm_start.teacher is "
+                          f"{config.warm_start.teacher!r}; pass a config with warm_start.teacher: ranker.")  # fmt: skip
     env, split_tasks = make_env(config.env, split=split, overrides=list(config.env_overrides), tokenizer=tokenizer)
     with env:
         chosen = sample_tasks(split_tasks, tasks, seed)
-        most = settings.scorer_max_expands
-        actions = ranker_walks(env, chosen, threshold=settings.scorer_threshold, max_expands=most)
-        walks = [RuleWalk(task.id, walk) for task, walk in zip(chosen, actions, strict=True)]
-        rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
-        return decision_states(oracle_episodes(env, chosen, tokenizer, rollout, walks), tokenizer)
+        return decision_states(walk_teacher(env, chosen, config, tokenizer, pool=split_tasks), tokenizer)
 
 
 def report_table(report: Mapping[str, Any]) -> Any:
@@ -242,10 +230,9 @@ def report_table(report: Mapping[str, Any]) -> Any:
 
 def plot(report: Mapping[str, Any], path: Path) -> Path:
     """P(expand) against the shown number, one line per turn group, the rule's threshold as a vertical line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from memora_rl.evaluation.plots import save_figure
 
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     shown = report["shown"]
@@ -258,11 +245,7 @@ def plot(report: Mapping[str, Any], path: Path) -> Path:
     axes.set_xlabel("number shown on the first frontier line (%)")
     axes.set_ylabel("P(expand) / (P(expand) + P(stop))")
     axes.set_title(f"{report['model_name']}: does the policy read the number?", fontsize=10)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, axes, path, fontsize=8)
 
 
 def main(argv: Sequence[str]) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from memora_rl.experiments.headroom import (
     baselines_and_stop_oracle,
     headroom_parser,
     held_out_context,
-    parse_headroom_args,
+    parse_held_out_args,
     write_outputs,
 )
 from memora_rl.policy.baselines import STOP_TEXT
@@ -59,7 +59,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.3, 0.2, 0.15, 0.1, 0.07, 0.05])
     parser.add_argument("--likelihood", action="store_true",
                         help="Add the working set's query likelihood (best, newest) to a state's row.")  # fmt: skip
-    return parse_headroom_args(parser, argv)
+    return parse_held_out_args(parser, argv)
 
 
 def state_features(

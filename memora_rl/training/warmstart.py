@@ -202,26 +202,34 @@ def teacher_episodes(config: Any, tokenizer: Any, max_tasks: int | None, hint_sc
     """The teacher's walks of the warm-start tasks in the config's env, its shown hints times `hint_scale`."""
     from memora_rl.env.registry import make_env
 
-    settings, grpo = config.warm_start, config.grpo
-    rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
     overrides = [*config.env_overrides, f"env.hint_scale={hint_scale}"]
     env, tasks = make_env(config.env, split=config.split, overrides=overrides, tokenizer=tokenizer)
     with env:  # closed (its graph stores too) even when a walk fails
-        split_tasks, tasks = tasks, warm_start_tasks(tasks, max_tasks or settings.max_tasks, config.seed)
-        if settings.teacher == "oracle":
-            walks = oracle_walks(env, tasks, settings, config.seed)
-        else:  # the scorer's walks (its scorers learn from the whole split, cross-fitted) or the env's ranker's
-            from memora_rl.policy.scorer import cross_fitted_walks, ranker_walks
+        chosen = warm_start_tasks(tasks, max_tasks or config.warm_start.max_tasks, config.seed)
+        return walk_teacher(env, chosen, config, tokenizer, pool=tasks)
 
-            threshold, most = settings.scorer_threshold, settings.scorer_max_expands
-            if settings.teacher == "scorer":
-                actions = cross_fitted_walks(env, tasks, threshold=threshold, max_expands=most, seed=config.seed,
-                                             pool=split_tasks)  # fmt: skip
-            else:
-                actions = ranker_walks(env, tasks, threshold=threshold, max_expands=most)
-            walks = [RuleWalk(t.id, a) for t, a in zip(tasks, actions, strict=True)]
-        by_task = {task.id: task for task in tasks}
-        return oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
+
+def walk_teacher(env: Any, tasks: Sequence[Any], config: Any, tokenizer: Any, pool: Sequence[Any]) -> list[Episode]:
+    """`warm_start.teacher`'s walks of `tasks` in `env`, played into a rollout's token streams.
+
+    `pool`: the tasks the scorer teacher's cross-fitted scorers learn from (the split `tasks` are drawn from).
+    """
+    settings, grpo = config.warm_start, config.grpo
+    rollout = RolloutSettings(grpo.max_turns, grpo.max_new_tokens, grpo.max_completion_tokens)
+    if settings.teacher == "oracle":
+        walks = oracle_walks(env, tasks, settings, config.seed)
+    else:  # the scorer's walks (its scorers learn from the whole split, cross-fitted) or the env's ranker's
+        from memora_rl.policy.scorer import cross_fitted_walks, ranker_walks
+
+        threshold, most = settings.scorer_threshold, settings.scorer_max_expands
+        if settings.teacher == "scorer":
+            actions = cross_fitted_walks(env, tasks, threshold=threshold, max_expands=most, seed=config.seed,
+                                         pool=pool)  # fmt: skip
+        else:
+            actions = ranker_walks(env, tasks, threshold=threshold, max_expands=most)
+        walks = [RuleWalk(t.id, a) for t, a in zip(tasks, actions, strict=True)]
+    by_task = {task.id: task for task in tasks}
+    return oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
 
 
 def oracle_walks(env: Any, tasks: Sequence[Any], settings: WarmStartSettings, seed: int) -> list[Any]:

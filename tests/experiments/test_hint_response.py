@@ -80,6 +80,17 @@ def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(tokenizer
         assert rewritten.replace("(97%)", f"({state.shown}%)", 1) == state.after and "(97%)" in rewritten
 
 
+def test_only_the_ranker_teachers_states_are_read(tokenizer) -> None:
+    from memora_rl.config import load_config
+    from memora_rl.errors import ConfigError
+    from memora_rl.training.config import TrainConfig
+
+    config = load_config(TrainConfig, RANKER_RECIPE)
+    oracle = config.model_copy(update={"warm_start": config.warm_start.model_copy(update={"teacher": "oracle"})})
+    with pytest.raises(ConfigError, match=r"warm_start\.teacher: ranker"):
+        hint_response.teacher_states(oracle, tokenizer, "validation", 2, seed=0)
+
+
 def test_rows_group_turns_and_refuse_a_missing_row() -> None:
     states = [DecisionState("a", 0, "", "", 0, False), DecisionState("a", 3, "", "", 50, True)]
     rows = response_rows(states, [[0.1, 0.2], [0.4, 0.8]], [0, 60], threshold=0.1)
