@@ -241,6 +241,7 @@ def plot(report: Mapping[str, Any], path: Path) -> Path:
         axes.plot(shown, row["p_expand"], style, label=f"{row['group']} ({row['states']} states)")
     axes.axvline(100 * report["threshold"], color="grey", linewidth=1, label="rule's threshold")
     axes.set_xscale("symlog", linthresh=1)
+    axes.set_xlim(0, max(shown))
     axes.set_ylim(0, 1)
     axes.set_xlabel("number shown on the first frontier line (%)")
     axes.set_ylabel("P(expand) / (P(expand) + P(stop))")
@@ -272,7 +273,7 @@ def main(argv: Sequence[str]) -> dict[str, Any]:
     threshold = config.warm_start.scorer_threshold
     report = {
         "command": shlex.join(["memora-rl", "experiment", "hint-response", *argv]),
-        "model_name": Path(args.model).name if Path(args.model).exists() else args.model,
+        "model_name": "/".join(Path(args.model).parts[-3:]),  # a run's folder, not only `model`
         "args": {k: str(v) for k, v in vars(args).items()},
         "shown": list(args.shown),
         "threshold": threshold,
