@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -83,18 +84,22 @@ def test_a_second_env_loads_the_cached_fit(ranked_validation, monkeypatch) -> No
         assert cached.fold_of == first.fold_of and type(cached.whole_model) is type(first.whole_model)
 
 
-def test_a_hint_scale_multiplies_the_shown_numbers_and_keeps_the_rankers_order(ranked_validation, monkeypatch) -> None:
-    """`env.hint_scale`: the same frontier in the same order, each hint times the scale (capped at 1), one fit."""
+def shown_differently(monkeypatch: pytest.MonkeyPatch, override: str) -> Any:
+    """The ranked validation env with one display `override`, made without fitting the ranker again."""
     from memora_rl.env.registry import make_env
 
     def refit(*_args, **_kwargs):
-        raise AssertionError("the ranker was fit again for another hint scale")
+        raise AssertionError(f"the ranker was fit again for {override}")
 
     monkeypatch.setattr(ranker_module, "fit_ranker", refit)
+    env, _ = make_env("synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned", override])
+    return env
+
+
+def test_a_hint_scale_multiplies_the_shown_numbers_and_keeps_the_rankers_order(ranked_validation, monkeypatch) -> None:
+    """`env.hint_scale`: the same frontier in the same order, each hint times the scale (capped at 1), one fit."""
     env, tasks = ranked_validation
-    scaled, _ = make_env(
-        "synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned", "env.hint_scale=3"]
-    )
+    scaled = shown_differently(monkeypatch, "env.hint_scale=3")
     capped = False
     with scaled:
         for task in tasks[:6]:
@@ -112,16 +117,9 @@ def test_a_hint_scale_multiplies_the_shown_numbers_and_keeps_the_rankers_order(r
 def test_a_hint_line_repeats_the_first_frontier_lines_number_last(ranked_validation, monkeypatch) -> None:
     """`env.hint_line`: the observation ends with the first frontier item's id and shown number; one fit."""
     from memora_rl.env.config import EnvConfig
-    from memora_rl.env.registry import make_env
 
-    def refit(*_args, **_kwargs):
-        raise AssertionError("the ranker was fit again for a hint line")
-
-    monkeypatch.setattr(ranker_module, "fit_ranker", refit)
     env, tasks = ranked_validation
-    lined, _ = make_env(
-        "synthetic-hard", split="validation", overrides=[*HARD, "env.frontier_ranker=learned", "env.hint_line=true"]
-    )
+    lined = shown_differently(monkeypatch, "env.hint_line=true")
     with lined:
         for task in tasks[:6]:
             plain, _ = env.reset(options={"task": task})
