@@ -30,12 +30,14 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from memora_rl.core.prompts import BEST_HINT_TEMPLATE
+
 logger = logging.getLogger(__name__)
 
 HINT = re.compile(r" \((\d+)%\)$", re.MULTILINE)
 """A frontier line's shown ranker probability (`memora_rl.core.layout`): ` (62%)` at the end of the line."""
-HINT_LINE = re.compile(r"^(Best linked: \S+) \(\d+%\)", re.MULTILINE)
-"""The closing line that repeats the first frontier line's number (`prompts.BEST_HINT_TEMPLATE`, `env.hint_line`)."""
+HINT_LINE = re.compile("^(" + re.escape(BEST_HINT_TEMPLATE.split("{entry_id}")[0]) + r"\S+) \(\d+%\)", re.MULTILINE)
+"""The closing line that repeats the first frontier line's number (`BEST_HINT_TEMPLATE`, `env.hint_line`)."""
 ACTION_OPENING = '{"action": "'
 """What every action starts with; the next token says expand, stop or refine."""
 TURN_GROUPS = ("turn 0", "turn 1", "turn 2+")
