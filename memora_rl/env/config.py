@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -15,6 +15,9 @@ from memora_rl.memory.records import FrontierLink, FrontierOrder, FrontierScore
 
 class EnvConfig(StrictModel):
     """Budget and costs of the retrieval MDP (budget units are abstract: 1.0 = one expanded entry by default)."""
+
+    RANKER_DISPLAY_FIELDS: ClassVar[frozenset[str]] = frozenset({"hint_scale", "hint_line"})
+    """Fields that change only how the learned ranker's numbers are shown, never its fit (left out of its cache key)."""
 
     budget: float = Field(default=8.0, gt=0.0)
     """Budget units available per episode; the episode is truncated when it runs out."""

@@ -200,7 +200,8 @@ def learned_ranker(
 
     train = split_tasks(spec, corpus, "train")
     plain = RetrievalEnv(store, spec.env.model_copy(update={"frontier_ranker": "query"}), train, embedder=embedder)
-    settings = f"{plain.config.model_dump_json(exclude={'hint_scale', 'hint_line'})}|{spec.store.model_dump_json()}"
+    shown_only = set(plain.config.RANKER_DISPLAY_FIELDS)
+    settings = f"{plain.config.model_dump_json(exclude=shown_only)}|{spec.store.model_dump_json()}"
     if plain.config.ranker_features == "likelihood":  # its scores depend on the scorer's precision too
         from memora_rl.env.query_likelihood import DTYPE
 
