@@ -22,74 +22,20 @@ import copy
 import json
 import logging
 import math
-import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memora_rl.core.prompts import BEST_HINT_TEMPLATE
+from memora_rl.training.hint_contrast import DecisionState, decision_states, with_shown
 
 logger = logging.getLogger(__name__)
 
-HINT = re.compile(r" \((\d+)%\)$", re.MULTILINE)
-"""A frontier line's shown ranker probability (`memora_rl.core.layout`): ` (62%)` at the end of the line."""
-HINT_LINE = re.compile("^(" + re.escape(BEST_HINT_TEMPLATE.split("{entry_id}")[0]) + r"\S+) \(\d+%\)", re.MULTILINE)
-"""The closing line that repeats the first frontier line's number (`BEST_HINT_TEMPLATE`, `env.hint_line`)."""
 ACTION_OPENING = '{"action": "'
 """What every action starts with; the next token says expand, stop or refine."""
 TURN_GROUPS = ("turn 0", "turn 1", "turn 2+")
-
-
-@dataclass(frozen=True)
-class DecisionState:
-    """One state where the teacher chose: the chat text around the first frontier line's shown number."""
-
-    task_id: str
-    turn: int
-    before: str
-    """The chat up to the number's opening ` (`, from the first token."""
-    after: str
-    """The chat after the number's `%)` up to where the policy's action starts."""
-    shown: int
-    """The number the env showed (percent)."""
-    expanded: bool
-    """Whether the teacher expanded here."""
-
-
-def decision_states(episodes: Sequence[Any], tokenizer: Any) -> list[DecisionState]:
-    """Every state of `episodes` where the policy acts and the last observation shows a hinted frontier line.
-
-    A state is the token stream up to a policy turn's first token (`env_mask` turns 1); its last
-    observation's first ` (N%)` is the first frontier line's hint. States without one (an empty
-    frontier) are left out: there is no number to rewrite.
-    """
-    states = []
-    for episode in episodes:
-        mask, completion = episode.env_mask, episode.completion_ids
-        starts = [i for i, bit in enumerate(mask) if bit == 1 and (i == 0 or mask[i - 1] == 0)]
-        searched = 0  # where the last action ended: the observation after it holds the state's hints
-        for turn, start in enumerate(starts):
-            end = next((i for i in range(start, len(mask)) if mask[i] == 0), len(mask))
-            text = tokenizer.decode(episode.prompt_ids + completion[:start])
-            match = HINT.search(text, searched)
-            action = tokenizer.decode(completion[start:end])
-            searched = len(tokenizer.decode(episode.prompt_ids + completion[:end]))
-            if match is None:
-                continue
-            states.append(
-                DecisionState(
-                    task_id=episode.task.id,
-                    turn=turn,
-                    before=text[: match.start()],
-                    after=text[match.end() :],
-                    shown=int(match.group(1)),
-                    expanded='"expand"' in action,
-                )
-            )
-    return states
 
 
 def choice_token_ids(tokenizer: Any) -> tuple[list[int], int, int]:
@@ -98,15 +44,6 @@ def choice_token_ids(tokenizer: Any) -> tuple[list[int], int, int]:
     stop = tokenizer(ACTION_OPENING + "stop", add_special_tokens=False).input_ids
     common = next(i for i, (a, b) in enumerate(zip(expand, stop, strict=False)) if a != b)
     return expand[:common], expand[common], stop[common]
-
-
-def with_shown(after: str, value: int) -> str:
-    r"""The chat after the first frontier line's number, its closing hint line (if any) showing `value` too.
-
-    >>> with_shown("\nBudget 8/8.\nBest linked: e7 (62%)\n", 3)
-    '\nBudget 8/8.\nBest linked: e7 (3%)\n'
-    """
-    return HINT_LINE.sub(lambda match: f"{match.group(1)} ({value}%)", after, count=1)
 
 
 def expand_probabilities(model: Any, tokenizer: Any, state: DecisionState, shown: Sequence[int]) -> list[float]:

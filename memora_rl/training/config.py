@@ -174,6 +174,10 @@ class WarmStartSettings(StrictModel):
     """The ranker teacher walks each warm-start task once per factor here, in an env showing its probabilities
     times that factor (`env.hint_scale`), so how far a walk goes follows the number shown rather than the turn
     (a policy imitating one walk a task learned the turn, docs/learning.md). [1.0]: the plain walks."""
+    hint_contrasts: int = Field(0, ge=0)
+    """Per state where the ranker teacher chose, this many extra rows showing the first frontier line's number
+    on the other side of its threshold, labelled with what the teacher does there (`training/hint_contrast.py`):
+    the same chat, another number, the other action. 0: the teacher's walks only."""
     dagger_rounds: int = Field(0, ge=0)
     """DAgger rounds before the final fit (issue 51): round k plays the model fit on the rows so far on the
     warm-start tasks, the oracle (or the ranker teacher, where it teaches) labels each state it visited with
@@ -182,10 +186,15 @@ class WarmStartSettings(StrictModel):
     0: imitate the teacher's own walks only."""
 
     @model_validator(mode="after")
-    def _check_hint_scales(self) -> WarmStartSettings:
-        """Refuse hint scales a teacher would not read: only the ranker teacher walks by the shown numbers."""
+    def _check_hint_settings(self) -> WarmStartSettings:
+        """Refuse hint scales and contrasts a teacher would not read: only the ranker walks by the shown numbers."""
         if any(scale <= 0 for scale in self.hint_scales):
             raise ValueError(f"warm_start.hint_scales={self.hint_scales} must all be above 0, e.g. [0.5, 1.0, 2.0].")
+        if self.hint_contrasts and self.teacher != "ranker":
+            raise ValueError(
+                f"warm_start.hint_contrasts={self.hint_contrasts} needs warm_start.teacher=ranker (the {self.teacher} "
+                "does not choose by the shown numbers); set hint_contrasts to 0 or the teacher to ranker."
+            )
         if self.hint_scales != [1.0] and self.teacher != "ranker":
             raise ValueError(
                 f"warm_start.hint_scales={self.hint_scales} needs warm_start.teacher=ranker (the {self.teacher} "

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from memora_rl.experiments import hint_response
-from memora_rl.experiments.hint_response import DecisionState, expand_probabilities, response_rows
+from memora_rl.experiments.hint_response import expand_probabilities, response_rows
+from memora_rl.training.hint_contrast import DecisionState, with_shown
 
 RANKER_RECIPE = "configs/grpo/smollm-synthetic-hard-ranker.yaml"  # synthetic-hard with the learned ranker shown
 
@@ -76,7 +77,7 @@ def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(tokenizer
     for state in states:
         observation = state.after[: state.after.index("<|im_end|>")]
         assert observation.splitlines()[-1].endswith(f"({state.shown}%)")
-        rewritten = hint_response.with_shown(state.after, 97)
+        rewritten = with_shown(state.after, 97)
         assert rewritten.replace("(97%)", f"({state.shown}%)", 1) == state.after and "(97%)" in rewritten
 
 
