@@ -179,7 +179,7 @@ def _frontier_line(item: FrontierView, abstraction: str, layout: Layout, show_da
         line = layout.frontier_link_item.format(
             entry_id=item.entry_id, via=item.via, anchor=one_line(item.anchor), abstraction=abstraction
         )
-    return line if item.hint is None else f"{line} ({percent(item.hint)}%)"
+    return line if item.hint is None else line + prompts.HINT_SUFFIX.format(percent=percent(item.hint))
 
 
 def percent(hint: float) -> int:

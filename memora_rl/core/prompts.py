@@ -40,7 +40,9 @@ BUDGET_TEMPLATE = (
 )
 ERROR_TEMPLATE = "Your last action was invalid: {error}"
 INSTRUCTION = "Reply with one JSON action."
-BEST_HINT_TEMPLATE = "Best linked: {entry_id} ({percent}%)"
+HINT_SUFFIX = " ({percent}%)"
+"""How a learned ranker's probability ends a frontier line (`e7 Hugo + adelaide (62%)`) and the hint line."""
+BEST_HINT_TEMPLATE = "Best linked: {entry_id}" + HINT_SUFFIX
 """The closing line of `EnvConfig.hint_line`: the first frontier item's shown ranker probability, repeated
 where a policy choosing its next action reads last."""
 ELLIPSIS = "…"

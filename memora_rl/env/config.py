@@ -18,6 +18,11 @@ class EnvConfig(StrictModel):
 
     RANKER_DISPLAY_FIELDS: ClassVar[frozenset[str]] = frozenset({"hint_scale", "hint_line"})
     """Fields that change only how the learned ranker's numbers are shown, never its fit (left out of its cache key)."""
+    OBSERVED_FIELDS: ClassVar[tuple[str, ...]] = (
+        "budget", "max_steps", "expand_cost_per_id", "refine_cost", "max_ids_per_expand", "context_mode",
+        "show_dates", "frontier_value_tokens", "hint_line",
+    )  # fmt: skip
+    """Fields every observation shows or is laid out by (`ObservationState`'s fields of the same names)."""
 
     budget: float = Field(default=8.0, gt=0.0)
     """Budget units available per episode; the episode is truncated when it runs out."""

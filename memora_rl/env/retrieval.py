@@ -319,19 +319,11 @@ class RetrievalEnv(gym.Env[str, str]):
             query=self._working.query,
             working_set=self._working.entries,
             frontier=self._working.frontier,
-            budget=config.budget,
             budget_left=self._ledger.budget_left,
             step=self._ledger.step,
-            max_steps=config.max_steps,
-            expand_cost_per_id=config.expand_cost_per_id,
-            refine_cost=config.refine_cost,
-            max_ids_per_expand=config.max_ids_per_expand,
             last_error=self._ledger.last_error,
-            context_mode=config.context_mode,
             episodes=self._working.episodes(),
-            show_dates=config.show_dates,
-            frontier_value_tokens=config.frontier_value_tokens,
-            hint_line=config.hint_line,
+            **{name: getattr(config, name) for name in config.OBSERVED_FIELDS},
         )
         self._observation = render_observation(state, self.tokenizer, config.max_prompt_tokens, config.compact)
         return self._observation

@@ -29,6 +29,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from memora_rl.core.prompts import HINT_SUFFIX
 from memora_rl.training.hint_contrast import DecisionState, decision_states, with_shown
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,8 @@ def expand_probabilities(model: Any, tokenizer: Any, state: DecisionState, shown
     with torch.inference_mode():
         cache = model(prefix, use_cache=True).past_key_values
         for value in shown:
-            rest = tokenizer(f" ({value}%){with_shown(state.after, value)}", add_special_tokens=False).input_ids
+            shown_text = HINT_SUFFIX.format(percent=value) + with_shown(state.after, value)
+            rest = tokenizer(shown_text, add_special_tokens=False).input_ids
             rest += opening
             logits = model(torch.tensor([rest]), past_key_values=copy.deepcopy(cache), use_cache=True).logits[0, -1]
             margin = float(logits[expand_id] - logits[stop_id])

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memora_rl.core.prompts import BEST_HINT_TEMPLATE
+from memora_rl.core.prompts import BEST_HINT_TEMPLATE, HINT_SUFFIX
 
-HINT = re.compile(r" \((\d+)%\)$", re.MULTILINE)
-"""A frontier line's shown ranker probability (`memora_rl.core.layout`): ` (62%)` at the end of the line."""
-HINT_LINE = re.compile("^(" + re.escape(BEST_HINT_TEMPLATE.split("{entry_id}")[0]) + r"\S+) \(\d+%\)", re.MULTILINE)
+_OPEN, _CLOSE = (re.escape(part) for part in HINT_SUFFIX.split("{percent}"))
+HINT = re.compile(_OPEN + r"(\d+)" + _CLOSE + "$", re.MULTILINE)
+"""A frontier line's shown ranker probability (`prompts.HINT_SUFFIX`): ` (62%)` at the end of the line."""
+HINT_LINE = re.compile("^(" + re.escape(BEST_HINT_TEMPLATE.split("{entry_id}")[0]) + r"\S+)" + _OPEN + r"\d+" + _CLOSE,
+                       re.MULTILINE)  # fmt: skip
 """The closing line that repeats the first frontier line's number (`BEST_HINT_TEMPLATE`, `env.hint_line`)."""
 
 
@@ -84,7 +86,7 @@ def with_shown(after: str, value: int) -> str:
     >>> with_shown("\nBudget 8/8.\nBest linked: e7 (62%)\n", 3)
     '\nBudget 8/8.\nBest linked: e7 (3%)\n'
     """
-    return HINT_LINE.sub(lambda match: f"{match.group(1)} ({value}%)", after, count=1)
+    return HINT_LINE.sub(lambda match: match.group(1) + HINT_SUFFIX.format(percent=value), after, count=1)
 
 
 def rewritten_chat(state: DecisionState, value: int) -> str:
@@ -96,8 +98,8 @@ def rewritten_chat(state: DecisionState, value: int) -> str:
     >>> rewritten_chat(s, 2)
     'Linked:\ne7 a (2%)\ne9 b (2%)\nBest linked: e7 (2%)'
     """
-    capped = HINT.sub(lambda match: f" ({min(int(match.group(1)), value)}%)", state.after)
-    return f"{state.before} ({value}%){with_shown(capped, value)}"
+    capped = HINT.sub(lambda match: HINT_SUFFIX.format(percent=min(int(match.group(1)), value)), state.after)
+    return state.before + HINT_SUFFIX.format(percent=value) + with_shown(capped, value)
 
 
 def rule_expands(value: int, threshold: float) -> bool:

@@ -195,3 +195,14 @@ def test_a_sibling_plays_like_its_env_on_the_same_store(make_hand_env: Callable[
         assert again == first and sibling_info["working_set_ids"] == info["working_set_ids"]
     sibling.close()  # a sibling does not own the store
     assert env.reset(options={"task": env.tasks[0]})[0] == sibling.reset(options={"task": env.tasks[0]})[0]
+
+
+def test_the_observed_config_fields_are_the_observation_states() -> None:
+    """`EnvConfig.OBSERVED_FIELDS` reach `ObservationState` by name: each must be a field of both."""
+    from memora_rl.core.state import ObservationState
+    from memora_rl.env.config import EnvConfig
+
+    observed = set(EnvConfig.OBSERVED_FIELDS)
+    assert observed <= set(EnvConfig.model_fields) and observed <= set(ObservationState.model_fields)
+    shared = set(EnvConfig.model_fields) & set(ObservationState.model_fields)
+    assert shared == observed, f"config fields the observation has but does not get: {shared - observed}"
