@@ -619,11 +619,11 @@ def test_the_learning_record_names_the_warm_starts_teacher_and_what_its_walks_re
     reached = {name: walked[name] for name in ("evidence_recall", "context_tokens")}
     assert summary["teacher"] == {"teacher": "scorer", "episodes": 134, **reached}
     record = learning_record({**_report(), "config": "c.yaml", "training": [summary]}, "scorer-validation")
-    assert "Seed 1: the warm start imitates the scorer's walks of 134 training tasks" in " ".join(record.notes)
+    assert "Seed 1: the warm start imitates the scorer's 134 walks of training tasks" in " ".join(record.notes)
     shared = {**_report(), "config": "c.yaml", "training": [summary, {**summary, "seed": 2}]}
     notes = learning_record(shared, "scorer-validation").notes
     assert [note for note in notes if "imitates" in note] == [
-        "The seeds share seed 1's warm start: it imitates" + " the scorer's walks of 134 training tasks (recall 0.694"
+        "The seeds share seed 1's warm start: it imitates" + " the scorer's 134 walks of training tasks (recall 0.694"
         " at 79.6 tokens there)."
     ]
     older = learning_runs.TrainedRun(1, tmp_path / "x", tmp_path / "final", "base", None, False, None)

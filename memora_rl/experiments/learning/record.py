@@ -122,10 +122,14 @@ def teacher_note(run: Mapping[str, Any], whose: str) -> str:
 
     >>> print(teacher_note({"teacher": {"teacher": "scorer", "episodes": 134, "evidence_recall": 0.694,
     ...                                 "context_tokens": 79.6}}, "Seed 0: the warm start"))
-    Seed 0: the warm start imitates the scorer's walks of 134 training tasks (recall 0.694 at 79.6 tokens there).
+    Seed 0: the warm start imitates the scorer's 134 walks of training tasks (recall 0.694 at 79.6 tokens there).
+    >>> print(teacher_note({"teacher": {"teacher": "ranker", "episodes": 128, "contrast_rows": 314}}, "It"))
+    It imitates the ranker's 128 walks of training tasks, and 314 of their states shown across its threshold.
     """
     teacher = run["teacher"]
     reached = ""
     if "evidence_recall" in teacher and "context_tokens" in teacher:
         reached = f" (recall {teacher['evidence_recall']:.3f} at {teacher['context_tokens']:.1f} tokens there)"
-    return f"{whose} imitates the {teacher['teacher']}'s walks of {teacher['episodes']} training tasks{reached}."
+    if teacher.get("contrast_rows"):  # warm_start.hint_contrasts
+        reached += f", and {teacher['contrast_rows']} of their states shown across its threshold"
+    return f"{whose} imitates the {teacher['teacher']}'s {teacher['episodes']} walks of training tasks{reached}."

@@ -205,6 +205,8 @@ def teacher_summary(record: Mapping[str, Any]) -> dict[str, Any] | None:
     >>> walked = {"evidence_recall": 0.5, "context_tokens": 80, "steps": 2}
     >>> teacher_summary({"teacher": "scorer", "episodes": 3, "components": walked})
     {'teacher': 'scorer', 'episodes': 3, 'evidence_recall': 0.5, 'context_tokens': 80}
+    >>> teacher_summary({"teacher": "ranker", "episodes": 3, "contrast_rows": 7})
+    {'teacher': 'ranker', 'episodes': 3, 'contrast_rows': 7}
     >>> teacher_summary({"episodes": 3}) is None
     True
     """
@@ -212,7 +214,8 @@ def teacher_summary(record: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     components = record.get("components", {})
     measured = {name: components[name] for name in ("evidence_recall", "context_tokens") if name in components}
-    return {"teacher": record["teacher"], "episodes": record.get("episodes"), **measured}
+    contrasts = {"contrast_rows": record["contrast_rows"]} if "contrast_rows" in record else {}
+    return {"teacher": record["teacher"], "episodes": record.get("episodes"), **contrasts, **measured}
 
 
 Keep = Callable[[Sequence[Any], Sequence[Mapping[str, float]]], None]
