@@ -10,23 +10,17 @@ import pytest
 from memora_rl.experiments import hint_response
 from memora_rl.experiments.hint_response import expand_probabilities, response_rows
 from memora_rl.training.hint_contrast import DecisionState, with_shown
-
-RANKER_RECIPE = "configs/grpo/smollm-synthetic-hard-ranker.yaml"  # synthetic-hard with the learned ranker shown
+from tests.ranker_fixtures import RANKER_RECIPE, ranker_config, smollm_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from memora_rl.llm.registry import load_tokenizer
-
-    return load_tokenizer("smollm2-135m-instruct")
+    return smollm_tokenizer()
 
 
 @pytest.fixture(scope="module")
 def teacher(tokenizer):
-    from memora_rl.config import load_config
-    from memora_rl.training.config import TrainConfig
-
-    config = load_config(TrainConfig, RANKER_RECIPE)
+    config = ranker_config()
     return config, hint_response.teacher_states(config, tokenizer, "validation", 6, seed=0)
 
 
@@ -67,11 +61,7 @@ def test_the_cached_rewrite_reads_what_a_full_forward_pass_of_the_rewritten_chat
 
 def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(tokenizer) -> None:
     """With `env.hint_line` the number shows twice; the rewrite reaches both, and only them."""
-    from memora_rl.config import load_config
-    from memora_rl.training.config import TrainConfig
-
-    config = load_config(TrainConfig, RANKER_RECIPE)
-    config = config.model_copy(update={"env_overrides": [*config.env_overrides, "env.hint_line=true"]})
+    config = ranker_config(hint_line=True)
     states = hint_response.teacher_states(config, tokenizer, "validation", 2, seed=0)
     assert states
     for state in states:
@@ -82,11 +72,9 @@ def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(tokenizer
 
 
 def test_only_the_ranker_teachers_states_are_read(tokenizer) -> None:
-    from memora_rl.config import load_config
     from memora_rl.errors import ConfigError
-    from memora_rl.training.config import TrainConfig
 
-    config = load_config(TrainConfig, RANKER_RECIPE)
+    config = ranker_config()
     oracle = config.model_copy(update={"warm_start": config.warm_start.model_copy(update={"teacher": "oracle"})})
     with pytest.raises(ConfigError, match=r"warm_start\.teacher: ranker"):
         hint_response.teacher_states(oracle, tokenizer, "validation", 2, seed=0)

@@ -5,27 +5,21 @@ from __future__ import annotations
 import pytest
 
 from memora_rl.training.hint_contrast import contrast_rows, decision_states, rewritten_chat, teacher_followed_rule
-
-RANKER_RECIPE = "configs/grpo/smollm-synthetic-hard-ranker.yaml"  # synthetic-hard with the learned ranker shown
+from tests.ranker_fixtures import ranker_config, smollm_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from memora_rl.llm.registry import load_tokenizer
-
-    return load_tokenizer("smollm2-135m-instruct")
+    return smollm_tokenizer()
 
 
 @pytest.fixture(scope="module")
 def walked(tokenizer):
     """The ranker teacher's walks of 8 validation tasks (with the closing hint line), and their states."""
-    from memora_rl.config import load_config
     from memora_rl.env.registry import make_env
-    from memora_rl.training.config import TrainConfig
     from memora_rl.training.warmstart import walk_teacher
 
-    config = load_config(TrainConfig, RANKER_RECIPE)
-    config = config.model_copy(update={"env_overrides": [*config.env_overrides, "env.hint_line=true"]})
+    config = ranker_config(hint_line=True)
     env, tasks = make_env(config.env, split="validation", overrides=list(config.env_overrides), tokenizer=tokenizer)
     with env:
         episodes = walk_teacher(env, tasks[:8], config, tokenizer, pool=tasks)
