@@ -76,3 +76,14 @@ def test_contrasts_need_the_ranker_teacher() -> None:
     assert WarmStartSettings(teacher="ranker", hint_contrasts=1).hint_contrasts == 1
     with pytest.raises(ValidationError, match=r"hint_contrasts=1 needs warm_start\.teacher=ranker"):
         WarmStartSettings(teacher="oracle", hint_contrasts=1)
+
+
+def test_stage_one_adds_the_configured_contrasts_to_the_teachers_rows(walked, tokenizer) -> None:
+    from memora_rl.training.stage_one import hint_contrast_rows
+
+    config, episodes, _states = walked
+    assert config.warm_start.hint_contrasts == 0 and hint_contrast_rows(config, episodes, tokenizer) == []
+    twice = config.model_copy(update={"warm_start": config.warm_start.model_copy(update={"hint_contrasts": 2})})
+    rows = hint_contrast_rows(twice, episodes, tokenizer)
+    threshold, most = config.warm_start.scorer_threshold, config.warm_start.scorer_max_expands
+    assert len(rows) == 2 * sum(teacher_followed_rule(s, threshold, most) for s in decision_states(episodes, tokenizer))
