@@ -29,8 +29,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from memora_rl.core.prompts import HINT_SUFFIX
-from memora_rl.training.hint_contrast import DecisionState, decision_states, with_shown
+from memora_rl.training.hint_contrast import DecisionState, decision_states, rule_expands, shown_after
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +59,7 @@ def expand_probabilities(model: Any, tokenizer: Any, state: DecisionState, shown
     with torch.inference_mode():
         cache = model(prefix, use_cache=True).past_key_values
         for value in shown:
-            shown_text = HINT_SUFFIX.format(percent=value) + with_shown(state.after, value)
-            rest = tokenizer(shown_text, add_special_tokens=False).input_ids
+            rest = tokenizer(shown_after(state, value, cap_below=False), add_special_tokens=False).input_ids
             rest += opening
             logits = model(torch.tensor([rest]), past_key_values=copy.deepcopy(cache), use_cache=True).logits[0, -1]
             margin = float(logits[expand_id] - logits[stop_id])
@@ -99,7 +97,7 @@ def response_rows(
         agreements = []
         for i in indices:
             nearest = min(range(len(shown)), key=lambda j: abs(shown[j] - states[i].shown))
-            agreements.append((probabilities[i][nearest] > 0.5) == (states[i].shown >= 100 * threshold))
+            agreements.append((probabilities[i][nearest] > 0.5) == rule_expands(states[i].shown, threshold))
         rows.append(
             {
                 "group": name,

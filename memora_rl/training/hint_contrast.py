@@ -89,17 +89,30 @@ def with_shown(after: str, value: int) -> str:
     return HINT_LINE.sub(lambda match: match.group(1) + HINT_SUFFIX.format(percent=value), after, count=1)
 
 
-def rewritten_chat(state: DecisionState, value: int) -> str:
-    r"""The state's chat with the first frontier line showing `value`: the lines below it capped at `value`.
+def shown_after(state: DecisionState, value: int, cap_below: bool) -> str:
+    r"""The state's chat from the first frontier line's number on, showing `value` there and on the hint line.
 
-    Capping keeps the frontier in the ranker's order (the first line the most likely), as the env shows it.
+    `cap_below` caps the lines below at `value`, keeping the frontier in the ranker's order (the first line
+    the most likely), as the env shows it; without it they keep their numbers.
+
+    >>> s = DecisionState("t", 0, "Linked:\ne7 a", "\ne9 b (5%)\nBest linked: e7 (8%)", 8, True, "e7")
+    >>> shown_after(s, 2, cap_below=True), shown_after(s, 2, cap_below=False)
+    (' (2%)\ne9 b (2%)\nBest linked: e7 (2%)', ' (2%)\ne9 b (5%)\nBest linked: e7 (2%)')
+    """
+    after = state.after
+    if cap_below:
+        after = HINT.sub(lambda match: HINT_SUFFIX.format(percent=min(int(match.group(1)), value)), after)
+    return HINT_SUFFIX.format(percent=value) + with_shown(after, value)
+
+
+def rewritten_chat(state: DecisionState, value: int) -> str:
+    r"""The state's whole chat with the first frontier line showing `value`, the lines below capped at it.
 
     >>> s = DecisionState("t", 0, "Linked:\ne7 a", "\ne9 b (5%)\nBest linked: e7 (8%)", 8, True, "e7")
     >>> rewritten_chat(s, 2)
     'Linked:\ne7 a (2%)\ne9 b (2%)\nBest linked: e7 (2%)'
     """
-    capped = HINT.sub(lambda match: HINT_SUFFIX.format(percent=min(int(match.group(1)), value)), state.after)
-    return state.before + HINT_SUFFIX.format(percent=value) + with_shown(capped, value)
+    return state.before + shown_after(state, value, cap_below=True)
 
 
 def rule_expands(value: int, threshold: float) -> bool:
@@ -132,6 +145,7 @@ def contrast_rows(
     from memora_rl.core.parse import ExpandAction, format_action
     from memora_rl.policy.baselines import STOP_TEXT
     from memora_rl.training.rollout import derive_turn_format, end_of_turn_ids
+    from memora_rl.training.warmstart import scripted_turn, sft_row
 
     chosen = [s for s in states if teacher_followed_rule(s, threshold, max_expands)]
     expand_values = sorted(s.shown for s in chosen if s.expanded)
@@ -146,8 +160,6 @@ def contrast_rows(
             value = rng.choice(stop_values if state.expanded else expand_values)
             action = STOP_TEXT if state.expanded else format_action(ExpandAction(ids=[state.entry_id]))
             prompt = tokenizer(rewritten_chat(state, value), add_special_tokens=False).input_ids
-            completion = [*tokenizer.encode(action, add_special_tokens=False), end_id]
-            rows.append(
-                {"input_ids": prompt + completion, "assistant_masks": [0] * len(prompt) + [1] * len(completion)}
-            )
+            completion = scripted_turn(tokenizer, action, end_id)
+            rows.append(sft_row(prompt, completion, [1] * len(completion)))
     return rows

@@ -37,11 +37,16 @@ class RuleWalk(NamedTuple):
     actions: list[str]
 
 
+def scripted_turn(tokenizer: Any, text: str, end_id: int) -> list[int]:
+    """One scripted policy turn: the action text's tokens closed by the end-of-turn id."""
+    return [*tokenizer.encode(text, add_special_tokens=False), end_id]
+
+
 class ScriptedGenerator:
     """A `Generator` that 'samples' fixed action texts, one per turn, each closed by the end-of-turn id."""
 
     def __init__(self, tokenizer: Any, actions: Sequence[str], end_id: int) -> None:
-        self._turns = [[*tokenizer.encode(text, add_special_tokens=False), end_id] for text in actions]
+        self._turns = [scripted_turn(tokenizer, text, end_id) for text in actions]
 
     def generate(
         self, prompts: list[list[int]], max_new_tokens: int, temperature: float, keys: list[SampleKey] | None = None
@@ -132,15 +137,14 @@ def oracle_episodes(
     return episodes
 
 
+def sft_row(prompt_ids: list[int], completion_ids: list[int], loss_mask: list[int]) -> dict[str, list[int]]:
+    """One TRL SFT row: prompt + completion ids, loss only where `loss_mask` (over the completion) is 1."""
+    return {"input_ids": prompt_ids + completion_ids, "assistant_masks": [0] * len(prompt_ids) + loss_mask}
+
+
 def sft_rows(episodes: Sequence[Episode]) -> list[dict[str, list[int]]]:
-    """TRL SFT rows: prompt + completion ids, loss only on the policy's own tokens (`assistant_masks`)."""
-    return [
-        {
-            "input_ids": episode.prompt_ids + episode.completion_ids,
-            "assistant_masks": [0] * len(episode.prompt_ids) + episode.env_mask,
-        }
-        for episode in episodes
-    ]
+    """TRL SFT rows of whole episodes: loss only on the policy's own tokens (`env_mask`)."""
+    return [sft_row(episode.prompt_ids, episode.completion_ids, episode.env_mask) for episode in episodes]
 
 
 def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
