@@ -31,7 +31,7 @@ from memora_rl.training.generation import Generator, VLLMGenerator
 from memora_rl.training.rollout import Episode, EpisodePlayer, RolloutSettings
 from memora_rl.training.warmstart import (
     episode_summary,
-    oracle_episodes,
+    scripted_episodes,
     sft_rows,
     train_and_merge,
     warm_start_model_dir,
@@ -79,7 +79,7 @@ class LabelledState:
 
 @dataclass(frozen=True)
 class _Script:
-    """Action texts to play from reset (what `oracle_episodes` reads off a walk)."""
+    """Action texts to play from reset (what `scripted_episodes` reads off a walk)."""
 
     actions: list[str]
 
@@ -178,7 +178,7 @@ def dagger_rows(
     """Supervised chat rows of labelled states, in the warm start's token-exact format.
 
     Each row plays the state's prefix and then its label through `EpisodePlayer` (as
-    `warmstart.oracle_episodes` plays oracle walks), with the turn limit set so the label is the
+    `warmstart.scripted_episodes` plays oracle and teacher walks), with the turn limit set so the label is the
     last turn; only the label's tokens (and its end-of-turn id) carry loss. States whose row would
     pass `settings.max_completion_tokens` are left out.
     """
@@ -186,7 +186,7 @@ def dagger_rows(
     for state in labelled:
         turns = [*state.prefix, state.label]
         limits = RolloutSettings(len(turns), settings.max_new_tokens, settings.max_completion_tokens)
-        (episode,) = oracle_episodes(env, [state.task], tokenizer, limits, [_Script(turns)])
+        (episode,) = scripted_episodes(env, [state.task], tokenizer, limits, [_Script(turns)])
         row = label_row(episode) if len(episode.actions) == len(turns) else None
         if row is None:
             logger.warning("dagger: the row of task %s after %d turns passes the token limit; left out",

@@ -117,14 +117,14 @@ def fallback_walk(env: Any, task: Any, walk: Any, settings: WarmStartSettings, s
     return walk.model_copy(update={"actions": heuristic_actions(env, task, budget)})
 
 
-def oracle_episodes(
+def scripted_episodes(
     env: Any,
     tasks: Sequence[Any],
     tokenizer: Any,
     settings: RolloutSettings,
     walks: Sequence[Any],
 ) -> list[Episode]:
-    """Play each task's oracle walk (`walks`, one per task) through `EpisodePlayer`: a rollout's exact token streams."""
+    """Play each task's scripted walk (`walks`, one per task: the oracle's or a teacher's) as a rollout would."""
     from memora_rl.policy.chat import chat_opener
 
     player = EpisodePlayer(tokenizer, chat_opener(env.config), settings)
@@ -148,7 +148,7 @@ def sft_rows(episodes: Sequence[Episode]) -> list[dict[str, list[int]]]:
 
 
 def episode_summary(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Mean judge components of the oracle episodes as played (what the warm start imitates)."""
+    """Mean judge components of the scripted episodes as played (what the warm start imitates)."""
     names = sorted({name for episode in episodes for name in episode.reward_components})
     return {name: fmean(e.reward_components.get(name, 0.0) for e in episodes) for name in names}
 
@@ -233,7 +233,7 @@ def walk_teacher(env: Any, tasks: Sequence[Any], config: Any, tokenizer: Any, po
             actions = ranker_walks(env, tasks, threshold=threshold, max_expands=most)
         walks = [RuleWalk(t.id, a) for t, a in zip(tasks, actions, strict=True)]
     by_task = {task.id: task for task in tasks}
-    return oracle_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
+    return scripted_episodes(env, [by_task[walk.task_id] for walk in walks], tokenizer, rollout, walks)
 
 
 def oracle_walks(env: Any, tasks: Sequence[Any], settings: WarmStartSettings, seed: int) -> list[Any]:

@@ -19,7 +19,7 @@ from memora_rl.training.warmstart import (
     fallback_walk,
     heuristic_actions,
     limit_bare_stops,
-    oracle_episodes,
+    scripted_episodes,
     sft_rows,
 )
 from tests.env.conftest import ENTRIES, GRAPH_ID, TASKS
@@ -33,11 +33,11 @@ def hand_env() -> RetrievalEnv:
     return RetrievalEnv(store, config, tasks=TASKS, embedder=store.embedder)
 
 
-def test_oracle_episodes_are_the_rollout_token_streams(hand_env: RetrievalEnv, smol_tokenizer) -> None:
+def test_scripted_episodes_are_the_rollout_token_streams(hand_env: RetrievalEnv, smol_tokenizer) -> None:
     settings = RolloutSettings(max_turns=4, max_new_tokens=48, max_completion_tokens=2048)
     oracle = Oracle(hand_env)
     walks = [oracle.walk(task) for task in TASKS]
-    episodes = oracle_episodes(hand_env, TASKS, smol_tokenizer, settings, walks)
+    episodes = scripted_episodes(hand_env, TASKS, smol_tokenizer, settings, walks)
     for walk, episode in zip(walks, episodes, strict=True):
         assert not episode.forced_stop and episode.done
         assert [json.loads(action) for action in episode.actions] == [json.loads(a) for a in walk.actions]
@@ -88,7 +88,7 @@ def test_heuristic_fallback_walk_is_the_heuristic_within_its_budget(hand_env: Re
             done = terminated or truncated
         assert actions[:-1] == [action for action in expected if action != STOP_TEXT]  # the small env ends when spent
         assert sum(len(parse_action(a).ids) for a in actions[:-1]) <= 2 and actions[-1] == STOP_TEXT
-        (episode,) = oracle_episodes(hand_env, [task], smol_tokenizer, settings, [SimpleNamespace(actions=actions)])
+        (episode,) = scripted_episodes(hand_env, [task], smol_tokenizer, settings, [SimpleNamespace(actions=actions)])
         assert episode.done and not episode.forced_stop and episode.reward_components["valid_action_rate"] == 1.0
     assert expands > 0
 
@@ -127,7 +127,7 @@ def test_env_prompt_format_reaches_the_rollout_chat(smol_tokenizer) -> None:
         messages = chat_opener(env.config)(observation)
         assert messages[0]["content"] == (prompts.COMPACT_SYSTEM_PROMPT if compact else prompts.SYSTEM_PROMPT)
         assert len(messages) == (2 + 2 * len(prompts.FEW_SHOT_EPISODE) if few_shot else 2)
-        episode = oracle_episodes(env, TASKS[:1], smol_tokenizer, settings, [Oracle(env).walk(TASKS[0])])[0]
+        episode = scripted_episodes(env, TASKS[:1], smol_tokenizer, settings, [Oracle(env).walk(TASKS[0])])[0]
         assert smol_tokenizer.decode(episode.prompt_ids).count("<|im_start|>user") == len(messages) // 2
         lengths[compact, few_shot] = len(episode.prompt_ids) + len(episode.completion_ids)
     assert lengths[False, True] > lengths[True, True] > lengths[True, False]

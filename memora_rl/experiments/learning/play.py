@@ -121,10 +121,10 @@ def play_ranker_teacher(ctx: EvalContext, threshold: float, max_expands: int) ->
 def play_walks(ctx: EvalContext, env: Any, walks: Sequence[Any]) -> list[dict[str, float]]:
     """Judge components of scripted walks (one per held-out task, in order) played through `EpisodePlayer`."""
     from memora_rl.training.rollout import RolloutSettings
-    from memora_rl.training.warmstart import oracle_episodes
+    from memora_rl.training.warmstart import scripted_episodes
 
     settings = RolloutSettings(ctx.max_turns, 512, completion_limit(ctx, 512))
-    episodes = oracle_episodes(env, ctx.tasks, ctx.tokenizer, settings, walks)
+    episodes = scripted_episodes(env, ctx.tasks, ctx.tokenizer, settings, walks)
     return [episode.reward_components for episode in episodes]
 
 
