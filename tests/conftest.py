@@ -68,6 +68,14 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def smol_tokenizer():
+    """The real SmolLM2-135M-Instruct tokenizer (ChatML template) from the model registry."""
+    from memora_rl.llm.registry import load_tokenizer
+
+    return load_tokenizer("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
 def embedder():
     """The default all-MiniLM-L6-v2 embedder (384-d, L2-normalised, disk-cached)."""
     from memora_rl.embedding import get_embedder

@@ -16,10 +16,3 @@ def ranker_config(hint_line: bool = False) -> Any:
     if hint_line:
         config = config.model_copy(update={"env_overrides": [*config.env_overrides, "env.hint_line=true"]})
     return config
-
-
-def smollm_tokenizer() -> Any:
-    """SmolLM2-135M-Instruct's tokenizer (the registry's copy)."""
-    from memora_rl.llm.registry import load_tokenizer
-
-    return load_tokenizer("smollm2-135m-instruct")

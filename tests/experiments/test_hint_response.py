@@ -10,21 +10,16 @@ import pytest
 from memora_rl.experiments import hint_response
 from memora_rl.experiments.hint_response import expand_probabilities, response_rows
 from memora_rl.training.hint_contrast import DecisionState, with_shown
-from tests.ranker_fixtures import RANKER_RECIPE, ranker_config, smollm_tokenizer
+from tests.ranker_fixtures import RANKER_RECIPE, ranker_config
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return smollm_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def teacher(tokenizer):
+def teacher(smol_tokenizer):
     config = ranker_config()
-    return config, hint_response.teacher_states(config, tokenizer, "validation", 6, seed=0)
+    return config, hint_response.teacher_states(config, smol_tokenizer, "validation", 6, seed=0)
 
 
-def test_each_state_is_the_chat_up_to_an_action_split_at_the_first_frontier_hint(teacher, tokenizer) -> None:
+def test_each_state_is_the_chat_up_to_an_action_split_at_the_first_frontier_hint(teacher, smol_tokenizer) -> None:
     config, states = teacher
     assert states and {s.turn for s in states} >= {0, 1}
     threshold = config.warm_start.scorer_threshold
@@ -39,7 +34,7 @@ def test_each_state_is_the_chat_up_to_an_action_split_at_the_first_frontier_hint
     assert len({s.task_id for s in first_turns}) == len(first_turns)  # one first decision per walked task
 
 
-def test_the_cached_rewrite_reads_what_a_full_forward_pass_of_the_rewritten_chat_reads(teacher, tokenizer) -> None:
+def test_the_cached_rewrite_reads_what_a_full_forward_pass_of_the_rewritten_chat_reads(teacher, smol_tokenizer) -> None:
     import torch
 
     from memora_rl.llm.registry import load_causal_lm
@@ -47,11 +42,11 @@ def test_the_cached_rewrite_reads_what_a_full_forward_pass_of_the_rewritten_chat
     model = load_causal_lm("smollm2-135m-instruct", dtype="float32").eval()
     state = teacher[1][0]
     shown = [0, 60]
-    cached = expand_probabilities(model, tokenizer, state, shown)
-    opening, expand_id, stop_id = hint_response.choice_token_ids(tokenizer)
+    cached = expand_probabilities(model, smol_tokenizer, state, shown)
+    opening, expand_id, stop_id = hint_response.choice_token_ids(smol_tokenizer)
     for value, p in zip(shown, cached, strict=True):
-        ids = tokenizer(state.before, add_special_tokens=False).input_ids
-        ids += tokenizer(f" ({value}%){state.after}", add_special_tokens=False).input_ids + opening
+        ids = smol_tokenizer(state.before, add_special_tokens=False).input_ids
+        ids += smol_tokenizer(f" ({value}%){state.after}", add_special_tokens=False).input_ids + opening
         with torch.inference_mode():
             logits = model(torch.tensor([ids])).logits[0, -1]
         full = 1.0 / (1.0 + math.exp(-float(logits[expand_id] - logits[stop_id])))
@@ -59,10 +54,10 @@ def test_the_cached_rewrite_reads_what_a_full_forward_pass_of_the_rewritten_chat
     assert cached[0] != cached[1]  # the rewritten number reaches the model
 
 
-def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(tokenizer) -> None:
+def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(smol_tokenizer) -> None:
     """With `env.hint_line` the number shows twice; the rewrite reaches both, and only them."""
     config = ranker_config(hint_line=True)
-    states = hint_response.teacher_states(config, tokenizer, "validation", 2, seed=0)
+    states = hint_response.teacher_states(config, smol_tokenizer, "validation", 2, seed=0)
     assert states
     for state in states:
         observation = state.after[: state.after.index("<|im_end|>")]
@@ -71,13 +66,13 @@ def test_a_hint_line_is_rewritten_with_the_first_frontier_lines_number(tokenizer
         assert rewritten.replace("(97%)", f"({state.shown}%)", 1) == state.after and "(97%)" in rewritten
 
 
-def test_only_the_ranker_teachers_states_are_read(tokenizer) -> None:
+def test_only_the_ranker_teachers_states_are_read(smol_tokenizer) -> None:
     from memora_rl.errors import ConfigError
 
     config = ranker_config()
     oracle = config.model_copy(update={"warm_start": config.warm_start.model_copy(update={"teacher": "oracle"})})
     with pytest.raises(ConfigError, match=r"warm_start\.teacher: ranker"):
-        hint_response.teacher_states(oracle, tokenizer, "validation", 2, seed=0)
+        hint_response.teacher_states(oracle, smol_tokenizer, "validation", 2, seed=0)
 
 
 def test_rows_group_turns_and_refuse_a_missing_row() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from memora_rl.data.records import Task
 from memora_rl.training.generation import Generated
 
@@ -105,11 +103,3 @@ class ScriptedGenerator:
                 sample, reason = sample[:max_new_tokens], "length"
             results.append(Generated(sample, [-0.5] * len(sample), reason))
         return results
-
-
-@pytest.fixture(scope="session")
-def smol_tokenizer():
-    """The real SmolLM2-135M-Instruct tokenizer (ChatML template) from the model registry."""
-    from memora_rl.llm.registry import load_tokenizer
-
-    return load_tokenizer("smollm2-135m-instruct")
