@@ -23,7 +23,7 @@ class FrontierNode(BaseModel):
     anchor: str
     """What links it to the working set: the cue anchor's text, or the episode's or similar entry's label."""
     via: str = "anchor"
-    """The link kind (`env.frontier_links`): anchor, episode, similar or turn."""
+    """The link kind (`env.frontier_links`): anchor, episode, similar, turn or search."""
 
 
 class WalkStep(BaseModel):

@@ -66,9 +66,10 @@ class EnvConfig(StrictModel):
     frontier_links: list[FrontierLink] = Field(default_factory=lambda: ["anchor"], min_length=1)
     """Links that put an entry in the frontier: `anchor` (a cue anchor shared with the working set),
     `episode` (a shared episode), `similar` (an abstraction within `similar_threshold` cosine of a
-    working-set entry's), `turn` (the same speaker's previous or next turn of a working-set entry's).
-    Non-anchor items show their kind: `via episode "<cue>"`, `via similar "<abstraction>"`,
-    `via turn "<abstraction>"`."""
+    working-set entry's), `turn` (the same speaker's previous or next turn of a working-set entry's), `search`
+    (the search's next hits for the current query, linked to the working set or not: what a policy could only
+    reach by a refine otherwise). Non-anchor items show their kind: `via episode "<cue>"`, `via similar
+    "<abstraction>"`, `via turn "<abstraction>"`, `via search "query"`."""
     frontier_score: FrontierScore = "best"
     """What ranks the frontier by the query: `best` (the better of the abstraction's and the value's
     cosine) or `value` (the value's cosine alone; on LoCoMo's extractive graph the terse keyphrase
@@ -132,6 +133,6 @@ class EnvConfig(StrictModel):
         if len(set(self.frontier_links)) != len(self.frontier_links):
             raise ConfigError(
                 f"frontier_links={self.frontier_links} names a link twice; "
-                "list each of anchor, episode, similar, turn once."
+                "list each of anchor, episode, similar, turn, search once."
             )
         return self

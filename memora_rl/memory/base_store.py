@@ -342,8 +342,8 @@ class BaseGraphStore:
                 None uses `config.relaxed_anchor_threshold`.
             links: which links count (`FrontierItem.via`): `anchor` (a shared or relaxed cue anchor),
                 `episode` (a shared episode), `similar` (an abstraction within `similar_threshold` cosine
-                of a working-set entry's), `turn` (the same speaker's previous or next turn). The default
-                is anchors only.
+                of a working-set entry's), `turn` (the same speaker's previous or next turn), `search` (the
+                query's best `limit` entries not yet held, linked or not). The default is anchors only.
             similar_threshold: cosine (-1..1) of a similar-abstraction link.
             score: what ranks the items by `query`: `best` (the better of abstraction and value cosine)
                 or `value` (the value's cosine).
@@ -352,7 +352,9 @@ class BaseGraphStore:
         """
         unknown = sorted(set(links) - set(get_args(FrontierLink)))
         if unknown:
-            raise GraphError(f"frontier links={list(links)} holds {unknown}; use anchor, episode, similar and/or turn.")
+            raise GraphError(
+                f"frontier links={list(links)} holds {unknown}; use anchor, episode, similar, turn and/or search."
+            )
         cache = self._cache(graph_id)
         vector = self._query_vector(query)
         working_rows = self._rows(cache, graph_id, working_set)

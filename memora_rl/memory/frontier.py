@@ -2,7 +2,7 @@
 
 Links are shared (or relaxed: similar) cue anchors, shared episodes, abstractions similar to a
 working-set entry's, and the same speaker's neighbouring turns; callers choose which count (anchors
-only by default).
+only by default). A `search` link needs no working-set entry: the query's best entries not yet held.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import TypeVar
 import numpy as np
 
 from memora_rl.memory.graph_cache import GraphCache
-from memora_rl.memory.records import FrontierItem, FrontierLink, FrontierOrder, FrontierScore
+from memora_rl.memory.records import SEARCH_LINK_TEXT, FrontierItem, FrontierLink, FrontierOrder, FrontierScore
+from memora_rl.memory.search import rrf_fuse, vector_rankings
 
 T = TypeVar("T")
 
@@ -118,6 +119,19 @@ def similar_links(
     return reached
 
 
+def search_links(cache: GraphCache, excluded_rows: set[int], query: np.ndarray, count: int) -> dict[int, list[int]]:
+    """The `count` best entry rows for `query` outside `excluded_rows` as the store's search fuses them: its next hits.
+
+    The search's vector channels (abstraction, value, anchor) fused by reciprocal rank; the keyword channel needs
+    the query's text, which the frontier is not given.
+    """
+    mask = np.ones(cache.values.size, dtype=bool)  # (n_rows,)
+    mask[list(excluded_rows)] = False
+    rankings = vector_rankings(cache, query, max(count, cache.config.channel_depth), mask)
+    fused = rrf_fuse(rankings, cache.config.rrf_k)
+    return {row: [] for row, _ in sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:count]}
+
+
 def frontier_items(
     cache: GraphCache,
     working_rows: list[int],
@@ -137,10 +151,11 @@ def frontier_items(
     and value cosine to the query (`score="best"`) or its value's (`"value"`). `links` says which links
     count: shared (or relaxed) anchors, shared episodes, similar abstractions (cosine >=
     `similar_threshold`), the same speaker's neighbouring turns (`abstraction_of` labels the last two
-    by the working-set entry's abstraction). A shared anchor is the strongest link: a relaxed one only
+    by the working-set entry's abstraction), the search's best `limit` entries not held (search). A shared
+    anchor is the strongest link: a relaxed one only
     says two cues read alike ("Talia + jonas", "Talia + jogging"), so entries it alone reaches never
     push a shared anchor's out of the frontier.
-    An entry reached several ways is labelled by the first of anchor, episode, similar, turn: among
+    An entry reached several ways is labelled by the first of anchor, episode, similar, turn, search: among
     the anchors that reached it the one closest to the query (a shared one if any), among the episodes
     the closest stored one, among similar entries the most similar, among turn links the first.
     `order="interleave"` takes the best item of each such label in turn, labels in `links` order.
@@ -153,7 +168,8 @@ def frontier_items(
     by_episode = episode_links(cache, working_rows, excluded_rows) if "episode" in links else {}
     by_similar = similar_links(cache, working_rows, excluded_rows, similar_threshold) if "similar" in links else {}
     by_turn = turn_links(cache, working_rows, excluded_rows) if "turn" in links else {}
-    reached = dict.fromkeys([*by_anchor, *by_episode, *by_similar, *by_turn])
+    by_search = search_links(cache, excluded_rows, query, limit) if "search" in links else {}
+    reached = dict.fromkeys([*by_anchor, *by_episode, *by_similar, *by_turn, *by_search])
     if not reached:
         return []
     rows = np.fromiter(reached.keys(), dtype=np.int64, count=len(reached))
@@ -163,9 +179,10 @@ def frontier_items(
     shared = np.fromiter((not own.isdisjoint(by_anchor.get(int(row), ())) for row in rows), dtype=bool, count=len(rows))
     rank = scores - 3.0 * ~shared  # (n,) cosines lie in [-1, 1], so every shared-anchor entry outranks the rest
     kinds: list[FrontierLink] = [
-        "anchor" if row in by_anchor else "episode" if row in by_episode else "similar" if row in by_similar else "turn"
+        "anchor" if row in by_anchor else "episode" if row in by_episode else "similar" if row in by_similar
+        else "turn" if row in by_turn else "search"
         for row in rows.tolist()
-    ]
+    ]  # fmt: skip
 
     def best_first(indices: Iterable[int]) -> list[int]:
         return sorted(indices, key=lambda i: (-float(rank[i]), cache.entry_ids[rows[i]]))
@@ -194,9 +211,11 @@ def frontier_items(
         elif kinds[i] == "similar":
             source = cache.entry_ids[max(by_similar[row], key=lambda pair: pair[1])[0]]
             link = (source, abstractions.get(source, source))
-        else:
+        elif kinds[i] == "turn":
             source = cache.entry_ids[by_turn[row][0]]
             link = (source, abstractions.get(source, source))
+        else:
+            link = (SEARCH_LINK_TEXT, SEARCH_LINK_TEXT)
         anchor_id, anchor_text = link
         items.append(
             FrontierItem(entry_id=entry_id, anchor_id=anchor_id, anchor_text=anchor_text, score=cosine, via=kinds[i])

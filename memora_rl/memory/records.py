@@ -10,10 +10,14 @@ from pydantic import BaseModel, Field
 EntryKind = Literal["factual", "episodic", "semantic"]
 SearchKind = Literal["entry", "episode"]
 """What a search returns: entries (fused over their channels) and/or episodes (by their cue + text vector)."""
-FrontierLink = Literal["anchor", "episode", "similar", "turn"]
+FrontierLink = Literal["anchor", "episode", "similar", "turn", "search"]
 """How a frontier entry is linked to the working set: a shared cue anchor, a shared episode, an
-abstraction similar (cosine) to a working-set entry's, or the same speaker's previous or next turn."""
+abstraction similar (cosine) to a working-set entry's, the same speaker's previous or next turn, or none
+but the query (`search`: its best entries not yet held, wherever they lie: the search's next hits)."""
 
+
+SEARCH_LINK_TEXT = "query"
+"""What a search hit's frontier line names as its link (`via search "query"`): the query, not an entry."""
 
 FrontierScore = Literal["best", "value"]
 """How frontier entries are ranked by the query: the better of the abstraction's and the value's cosine,
@@ -115,12 +119,13 @@ class FrontierItem(BaseModel):
     entry_id: str
     anchor_id: str
     """Id of what linked it: the shared anchor (`via` anchor), the shared episode (episode), or the
-    working-set entry whose abstraction is similar (similar) or whose speaker's neighbouring turn it holds (turn)."""
+    working-set entry whose abstraction is similar (similar) or whose speaker's neighbouring turn it holds (turn);
+    `SEARCH_LINK_TEXT` for a search hit."""
     anchor_text: str
-    """Text of that link: the anchor's text, the episode's cue (or the start of its text), or that
-    working-set entry's abstraction (similar, turn)."""
+    """Text of that link: the anchor's text, the episode's cue (or the start of its text), that
+    working-set entry's abstraction (similar, turn), or `SEARCH_LINK_TEXT` (search)."""
     score: float
     """Cosine similarity of the entry to the current query."""
     via: FrontierLink = "anchor"
     """The kind of link that brought the entry; an entry reached several ways shows the first of anchor,
-    episode, similar, turn."""
+    episode, similar, turn, search."""

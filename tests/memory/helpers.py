@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from memora_rl.memory import open_store
+from memora_rl.memory import EntryCandidate, always_create, open_store
+from memora_rl.memory.base_store import BaseGraphStore
 from tests.postgres_fixtures import fresh_store_url
 
 
@@ -61,3 +62,24 @@ class StoreFactory:
         for store in self._opened:
             with contextlib.suppress(Exception):  # already closed by the test
                 store.close()
+
+
+# (turn id, speaker, abstraction, value): Ann tells a story over D1:1, D1:3, D1:5; Bob answers between.
+TURNS = [
+    ("D1:1", "Ann", "Ann + puppy", "I adopted a puppy named Rex last week."),
+    ("D1:2", "Bob", "Bob + reaction", "Wow, that is lovely news!"),
+    ("D1:3", "Ann", "Ann + Rex", "Rex already loves running on the beach."),
+    ("D1:4", "Bob", "Bob + hiking", "I went hiking in the hills on Sunday."),
+    ("D1:5", "Ann", "Ann + vet", "The vet said Rex is healthy and strong."),
+    ("D2:1", "Ann", "Ann + job", "I started a new job at Nova today."),
+    ("note-1", "Ann", "Ann + note", "A note without a dialogue turn id."),
+]
+
+
+def fill_turns(store: BaseGraphStore) -> dict[str, str]:
+    """Write `TURNS` into graph "g"; returns entry ids by turn id."""
+    ids = {}
+    for turn, speaker, abstraction, value in TURNS:
+        candidate = EntryCandidate(abstraction=abstraction, value=value, speaker=speaker, source_turn_ids=[turn])
+        ids[turn] = store.upsert_entry("g", candidate, always_create).entry.id
+    return ids

@@ -9,30 +9,11 @@ import pytest
 
 from memora_rl.embedding import Embedder
 from memora_rl.errors import GraphError
-from memora_rl.memory import EntryCandidate, StoreConfig, always_create
+from memora_rl.memory import EntryCandidate, StoreConfig
 from memora_rl.memory.base_store import BaseGraphStore
 from memora_rl.memory.records import MemoryEntry
 from memora_rl.memory.store import MergeDecision
-
-# (turn id, speaker, abstraction, value): Ann tells a story over D1:1, D1:3, D1:5; Bob answers between.
-TURNS = [
-    ("D1:1", "Ann", "Ann + puppy", "I adopted a puppy named Rex last week."),
-    ("D1:2", "Bob", "Bob + reaction", "Wow, that is lovely news!"),
-    ("D1:3", "Ann", "Ann + Rex", "Rex already loves running on the beach."),
-    ("D1:4", "Bob", "Bob + hiking", "I went hiking in the hills on Sunday."),
-    ("D1:5", "Ann", "Ann + vet", "The vet said Rex is healthy and strong."),
-    ("D2:1", "Ann", "Ann + job", "I started a new job at Nova today."),
-    ("note-1", "Ann", "Ann + note", "A note without a dialogue turn id."),
-]
-
-
-def fill(store: BaseGraphStore) -> dict[str, str]:
-    """Write `TURNS` into graph "g"; returns entry ids by turn id."""
-    ids = {}
-    for turn, speaker, abstraction, value in TURNS:
-        candidate = EntryCandidate(abstraction=abstraction, value=value, speaker=speaker, source_turn_ids=[turn])
-        ids[turn] = store.upsert_entry("g", candidate, always_create).entry.id
-    return ids
+from tests.memory.helpers import fill_turns as fill
 
 
 @pytest.fixture
