@@ -101,7 +101,7 @@ def test_the_record_and_the_report_show_the_table() -> None:
         "config": "c.yaml",
     }
     full = {**base, **report()}
-    table = learning_record(full, "imitation").tables[-1]
+    table = learning_record(full, "imitation").tables[-1]  # no curves measured: no curve table after it
     assert table.title.startswith("Walk lengths against the ranker teacher")
     assert table.rows[0] == ["warm start", "0", "1 of 4 (+0.000)", "1 of 4 (+0.000)", "2 of 4 (-0.500)"]
     assert table.rows[1][2:] == ["4 of 4 (+0.000)", "0 of 4", "0 of 4"]

@@ -573,12 +573,17 @@ def test_the_learning_record_holds_the_policy_margin_and_gain_tables():
     report["grpo_gain"]["task_interval"] = [0.2, 0.1, 0.3]
     record = learning_record(report, "hard-validation")
     titles = [table.title for table in record.tables]
-    assert titles[0].startswith("synthetic-hard, test split, 1 tasks") and len(titles) == 3  # no category figures
+    assert titles[0].startswith("synthetic-hard, test split, 1 tasks") and len(titles) == 4  # no category figures
     policies = {row[0]: row for row in record.tables[0].rows}
     assert policies[GRPO][1:4] == ["0, 1", "0.750 ± 0.071", "0.500 ± 0.071"]
     margins = {row[0]: row for row in record.tables[1].rows}
     assert margins[GRPO][3] == "+0.150 vs k=10 (200 tok)"
     assert record.tables[2].rows[0][-1] == "+0.200 [+0.100, +0.300]"
+    assert titles[3].startswith("Baseline curves")  # the points the margins were read against
+    assert record.tables[3].rows == [["semantic", "k=1", "20.0", "0.100", "+0.000"],
+                                     ["semantic", "k=10", "200.0", "0.600", "+0.000"],
+                                     ["heuristic", "b=2", "90.0", "0.300", "-0.300"],
+                                     ["heuristic", "b=6", "160.0", "0.500", "-0.100"]]  # fmt: skip
     assert record.command == "memora-rl experiment learning --seeds 0 1" and record.split == "test"
 
 
@@ -596,9 +601,8 @@ def test_the_learning_record_shows_each_dagger_round_on_validation(tmp_path: Pat
     summary = learning_runs.training_summary(trained)
     assert summary["dagger"] == [round_0]
     record = learning_record({**_report(), "config": "c.yaml", "training": [summary]}, "dagger-validation")
-    assert record.tables[-1].title.startswith("DAgger rounds") and record.tables[-1].rows == [
-        ["0", "0", "128", "0.55", "0.40", "0.610", "84.5", "0.99"]
-    ]
+    (dagger,) = [table for table in record.tables if table.title.startswith("DAgger rounds")]
+    assert dagger.rows == [["0", "0", "128", "0.55", "0.40", "0.610", "84.5", "0.99"]]
     plain = learning_runs.TrainedRun(0, tmp_path, tmp_path / "final", "base", None, False, None)
     assert learning_runs.training_summary(plain)["dagger"] == []
     assert not any(t.title.startswith("DAgger") for t in learning_record({**_report(), "config": "c"}, "x").tables)

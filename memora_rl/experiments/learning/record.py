@@ -6,7 +6,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from memora_rl.experiments.learning.imitation import imitation_table
-from memora_rl.experiments.learning.report import DIGITS, METRICS, TEACHER, fmt_cell, margin_cell
+from memora_rl.experiments.learning.report import (
+    CURVE_COLUMNS,
+    CURVE_TITLE,
+    DIGITS,
+    METRICS,
+    TEACHER,
+    curve_rows,
+    fmt_cell,
+    margin_cell,
+)
 from memora_rl.experiments.records import ResultRecord, ResultTable, new_record
 
 POLICY_COLUMNS = ["policy", "seeds", "recall", "gain over G0", "context tokens", "valid actions", "expand", "refine"]
@@ -87,11 +96,17 @@ RANKED_NOTE = (
 """The note of a learning record whose env ranks its frontier with a learned scorer (its heuristic is not the rule)."""
 
 
+def curve_record_table(report: Mapping[str, Any]) -> ResultTable | None:
+    """Every measured baseline point, so a reader can see what the margins were read against (none: no table)."""
+    rows = curve_rows(report.get("curves", {}))
+    return ResultTable(title=CURVE_TITLE, columns=CURVE_COLUMNS, rows=rows) if rows else None
+
+
 def learning_record(report: Mapping[str, Any], name: str) -> ResultRecord:
     """The record of one learning experiment's report."""
     tables = [policy_record_table(report), margin_record_table(report)]
     tables += [category_record_table(report), gain_record_table(report), dagger_record_table(report)]
-    tables.append(imitation_table(report, TEACHER))
+    tables += [imitation_table(report, TEACHER), curve_record_table(report)]
     notes = [f"Seeds: {', '.join(map(str, report['seeds']))}." if report["seeds"] else "No training (baselines)."]
     notes += teacher_notes(report)
     if report.get("frontier_ranker") == "learned":

@@ -224,20 +224,27 @@ def gain_table(gain: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def curve_table(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
-    """Markdown lines: every measured baseline point, against semantic's cheapest point with at least its tokens."""
-    lines = ["", "Baseline curves (each point - semantic's cheapest point with at least its tokens):", ""]
-    lines += ["| curve | setting | context tokens | recall | recall - semantic |", "|---|---|---|---|---|"]
+CURVE_TITLE = "Baseline curves (each point - semantic's cheapest point with at least its tokens)"
+CURVE_COLUMNS = ["curve", "setting", "context tokens", "recall", "recall - semantic"]
+
+
+def curve_rows(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[list[str]]:
+    """Every measured baseline point (`CURVE_COLUMNS`), against semantic's cheapest point with at least its tokens."""
     semantic = curves.get(SEMANTIC, [])
+    rows = []
     for curve, points in curves.items():
         for point in sorted(points, key=lambda p: float(p["context_tokens"])):
             there = dominating_point(semantic, float(point["context_tokens"]))
             margin = "n/a" if there is None else f"{point['evidence_recall'] - there['evidence_recall']:+.3f}"
-            lines.append(
-                f"| {curve} | {point['setting']} | {point['context_tokens']:.1f} | {point['evidence_recall']:.3f} "
-                f"| {margin} |"
-            )
-    return lines
+            tokens, recall = f"{point['context_tokens']:.1f}", f"{point['evidence_recall']:.3f}"
+            rows.append([curve, str(point["setting"]), tokens, recall, margin])
+    return rows
+
+
+def curve_table(curves: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Markdown lines of `curve_rows`."""
+    lines = ["", f"{CURVE_TITLE}:", "", "| " + " | ".join(CURVE_COLUMNS) + " |", "|---|---|---|---|---|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in curve_rows(curves)]
 
 
 def markdown_report(report: Mapping[str, Any]) -> str:
