@@ -152,9 +152,8 @@ def frontier_items(
     count: shared (or relaxed) anchors, shared episodes, similar abstractions (cosine >=
     `similar_threshold`), the same speaker's neighbouring turns (`abstraction_of` labels the last two
     by the working-set entry's abstraction), the search's best `limit` entries not held (search). A shared
-    anchor is the strongest link: a relaxed one only
-    says two cues read alike ("Talia + jonas", "Talia + jogging"), so entries it alone reaches never
-    push a shared anchor's out of the frontier.
+    anchor is the strongest link: a relaxed one only says two cues read alike ("Talia + jonas", "Talia +
+    jogging"), so entries it alone reaches never push a shared anchor's out of the frontier.
     An entry reached several ways is labelled by the first of anchor, episode, similar, turn, search: among
     the anchors that reached it the one closest to the query (a shared one if any), among the episodes
     the closest stored one, among similar entries the most similar, among turn links the first.
