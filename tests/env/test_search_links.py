@@ -22,6 +22,6 @@ def test_the_frontier_offers_the_searchs_next_hits_and_says_so(judge: Any) -> No
         assert all(item["via"] == "search" and f'[{item["id"]}] via search "query"' in observation for item in
                    info["frontier"])  # fmt: skip
         assert offered[0] in wider, task.id  # the best of them is among the search's next hits
-        observation, *_ = env.step(format_action(ExpandAction(ids=[offered[0]])))
+        env.step(format_action(ExpandAction(ids=[offered[0]])))
         assert offered[0] in {entry.id for entry in env.snapshot().working}
         assert offered[0] not in {item.entry_id for item in env.snapshot().frontier}
