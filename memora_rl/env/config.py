@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -133,6 +133,6 @@ class EnvConfig(StrictModel):
         if len(set(self.frontier_links)) != len(self.frontier_links):
             raise ConfigError(
                 f"frontier_links={self.frontier_links} names a link twice; "
-                "list each of anchor, episode, similar, turn, search once."
+                f"list each of {', '.join(get_args(FrontierLink))} once."
             )
         return self

@@ -353,7 +353,7 @@ class BaseGraphStore:
         unknown = sorted(set(links) - set(get_args(FrontierLink)))
         if unknown:
             raise GraphError(
-                f"frontier links={list(links)} holds {unknown}; use anchor, episode, similar, turn and/or search."
+                f"frontier links={list(links)} holds {unknown}; use any of {', '.join(get_args(FrontierLink))}."
             )
         cache = self._cache(graph_id)
         vector = self._query_vector(query)
